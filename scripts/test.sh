@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Sets up (scripts/setup.sh) and runs every test: GoogleTest suites and the Python tests that check
+# kerncheck against independent computations (numpy, ml_dtypes, …). Extra args go to ctest,
+# e.g. scripts/test.sh -L slow, or -LE slow to skip the end-to-end checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+KC_EXTRA_APT="${KC_EXTRA_APT:-} chromium bible-kjv bible-kjv-text dict-devil" scripts/setup.sh
+BUILD=${KC_BUILD_DIR:-build}
+cd "$BUILD"
+ctest --output-on-failure -j"$(nproc)" "$@"

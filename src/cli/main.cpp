@@ -1,0 +1,59 @@
+// kerncheck: does a kernel change hurt accuracy, and where?
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "cli/command.h"
+#include "core/error.h"
+
+namespace kc::cli {
+std::vector<Command>& commands() {
+  static std::vector<Command> c;
+  return c;
+}
+}  // namespace kc::cli
+
+namespace {
+
+void print_help() {
+  std::printf(
+      "kerncheck — does a kernel change hurt accuracy, and where?\n\n"
+      "usage: kerncheck COMMAND [ARGS]   (kerncheck COMMAND --help for its flags)\n\ncommands:\n");
+  auto cmds = kc::cli::commands();
+  std::sort(cmds.begin(), cmds.end(), [](auto& a, auto& b) { return a.name < b.name; });
+  for (auto& c : cmds) std::printf("  %-12s %s\n", c.name.c_str(), c.summary.c_str());
+  std::printf(
+      "\nexit codes: 0 pass, 1 fail, 2 inconclusive, 3 bad input or usage\n"
+      "environment: KC_THREADS=N limits worker threads (default: all cores)\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    print_help();
+    return argc < 2 ? kc::kExitBadInput : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::printf("kerncheck 0.1.0\n");
+    return 0;
+  }
+  for (auto& c : kc::cli::commands()) {
+    if (c.name != argv[1]) continue;
+    std::string prog = std::string("kerncheck ") + argv[1];
+    argv[1] = prog.data();
+    try {
+      return c.run(argc - 1, argv + 1);
+    } catch (const kc::Error& e) {
+      std::fprintf(stderr, "kerncheck %s: error: %s\n", c.name.c_str(), e.what());
+      return kc::kExitBadInput;
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "kerncheck %s: error: out of memory\n", c.name.c_str());
+      return kc::kExitBadInput;
+    }
+  }
+  std::fprintf(stderr, "kerncheck: error: unknown command '%s' (see kerncheck --help)\n", argv[1]);
+  return kc::kExitBadInput;
+}

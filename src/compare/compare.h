@@ -1,0 +1,96 @@
+// Tensor-level comparison (SPEC §1, seed 001): eight methods, routed per output dtype.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/tensor.h"
+
+namespace kc {
+
+enum class Method : std::uint8_t { mixed, stat_rel_err, close, cosine, binary, requant, quant, cross_check };
+
+// CLI names: mixed stat_rel_err close cosine binary requant quant cross_check.
+// Spec `standard` names: mix_tolerance stat_rel_err binary_equal quant cross_check (also accepted: CLI names).
+const char* method_name(Method m);
+std::optional<Method> parse_method(std::string_view s);
+std::optional<Method> parse_spec_standard(std::string_view s);
+
+// Overrides of a method's default tolerances; unset fields take the dtype's defaults.
+struct Tolerance {
+  std::optional<double> rtol, atol, limit, threshold, ptol;
+  std::optional<std::string> level;  // cross_check: "L0" | "L1" | "L2"
+};
+
+// Where a case's method and tolerances come from, highest priority first (SPEC §1 routing).
+struct RouteRequest {
+  DType output_dtype = DType::float32;
+  std::vector<DType> input_dtypes;           // for quant's check (≥ 1 float input); empty if unknown
+  std::optional<Method> cli_method;          // --compare
+  std::optional<Method> spec_method;         // spec tolerance[dtype].standard
+  std::string spec_where;                    // "spec.toml [matmul.bfloat16]" for the report
+  Tolerance spec_tol;                        // spec overrides
+  Tolerance csv_tol;                         // legacy CSV fields (close, cosine only)
+};
+
+struct Route {
+  Method method = Method::mixed;
+  std::string source;  // "--compare", "spec.toml [op.dtype]", "auto: hifloat8 → requant", "default"
+  Tolerance tol;       // the overrides that apply to `method`
+};
+
+// Applies the priority rules and the quant exception; throws kc::Error (exit 3) for quant without a
+// spec-declared int4/int8 output and a float input, or for a method/dtype combination that cannot apply.
+Route route(const RouteRequest& r);
+
+// A number the verdict used, with its limit when it has one (limit_ok tells which side passes).
+struct Figure {
+  std::string name;
+  double value = 0;
+  std::optional<double> limit;
+  std::string relation;  // "<=", "<", ">=": how value must stand to limit to pass
+};
+
+struct WorstElement {
+  std::size_t index = 0;       // flat index
+  double golden = 0, actual = 0;
+  double abs_err = 0, rel_err = 0, ulp_err = 0;  // ulp_err in ULPs of the output dtype at golden
+};
+
+// Non-finite mismatches by class: golden NaN vs actual not NaN, actual NaN vs golden not, +inf/-inf
+// mismatches …; each class counts all and keeps the first indices.
+struct NonFiniteClass {
+  std::string name;  // e.g. "golden NaN, actual finite"
+  std::size_t count = 0;
+  std::vector<std::size_t> first_indices;  // up to 10
+};
+
+struct CompareResult {
+  Method method = Method::mixed;
+  std::string route_source;
+  DType dtype = DType::float32;  // output dtype the tolerances were taken for
+  std::size_t numel = 0;
+  bool pass = false;
+  std::string reason;            // one line: why it failed (or "all criteria met")
+  std::vector<Figure> figures;   // the figures the decision used, in decision order
+  std::vector<WorstElement> worst;  // up to 10, largest error first
+  std::vector<NonFiniteClass> nonfinite;
+  std::size_t nonfinite_mismatches = 0;
+  std::vector<std::uint64_t> log10_err_hist;  // counts of |a−g| in decades: [0]=exact, then ≤1e-12 …
+  std::vector<std::string> log10_err_edges;   // labels of the buckets
+  std::string min_passing;  // smallest tolerance that would have passed, e.g. "rtol=atol=3.1e-3"
+  std::vector<std::string> notes;  // e.g. "cross_check: third's error is 0, divided by floor 1e-30"
+};
+
+struct CompareInputs {
+  const Tensor* actual = nullptr;
+  const Tensor* golden = nullptr;
+  const Tensor* third = nullptr;  // cross_check only
+};
+
+// Runs route.method on the tensors. Shapes must have equal element counts (else kc::Error); dtype of
+// actual vs golden must match for float methods (binary allows integer↔integer, refuses float↔integer).
+CompareResult compare(const CompareInputs& in, const Route& route);
+
+}  // namespace kc

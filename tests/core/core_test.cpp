@@ -1,0 +1,85 @@
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/mapped_file.h"
+#include "core/parallel.h"
+
+namespace kc {
+namespace {
+
+struct Sum {
+  double s = 0;
+  void merge(const Sum& o) { s += o.s; }
+};
+
+TEST(Parallel, ReductionIsBitwiseIdenticalForAnyThreadCount) {
+  std::vector<double> v(1 << 20);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 1.0 / (1.0 + i) * ((i % 7) ? 1 : -3.3);
+  auto run = [&] {
+    return parallel_reduce<Sum>(v.size(), 4096, [&](Sum& acc, size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) acc.s += v[i];
+    }).s;
+  };
+  set_thread_count(1);
+  double one = run();
+  for (int t : {2, 3, 8}) {
+    set_thread_count(t);
+    EXPECT_EQ(run(), one) << t << " threads";
+  }
+  set_thread_count(0);
+}
+
+TEST(Parallel, CoversEveryIndexOnceAndRethrows) {
+  std::vector<int> hit(100003, 0);
+  parallel_for(hit.size(), 1000, [&](size_t, size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) hit[i]++;
+  });
+  EXPECT_EQ(std::accumulate(hit.begin(), hit.end(), 0), 100003);
+  EXPECT_EQ(*std::min_element(hit.begin(), hit.end()), 1);
+  EXPECT_THROW(parallel_for(100, 1, [](size_t c, size_t, size_t) {
+                 if (c == 57) fail("boom {}", c);
+               }),
+               Error);
+}
+
+TEST(AtomicFile, AppearsWholeOrNotAtAll) {
+  std::string p = ::testing::TempDir() + "kc_atomic.txt";
+  std::remove(p.c_str());
+  {
+    AtomicFile f(p);
+    f.write("half");
+    // destroyed without commit: nothing appears
+  }
+  EXPECT_FALSE(std::ifstream(p).good());
+  write_file_atomic(p, "whole");
+  auto m = MappedFile::open(p);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(m->bytes().data()), m->bytes().size()), "whole");
+}
+
+TEST(MappedFile, MissingFileNamesPath) {
+  try {
+    MappedFile::open("/nonexistent/x.npy");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/x.npy"), std::string::npos);
+  }
+}
+
+TEST(Hash, KnownVectors) {
+  std::string abc = "abc";
+  std::span<const uint8_t> b(reinterpret_cast<const uint8_t*>(abc.data()), abc.size());
+  EXPECT_EQ(sha256_hex(b), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  Xxh64 h;
+  h.update(b.subspan(0, 1));
+  h.update(b.subspan(1));
+  EXPECT_EQ(h.digest(), xxh64(b));
+}
+
+}  // namespace
+}  // namespace kc
