@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 APT_PKGS=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev
-  libfmt-dev libxxhash-dev libssl-dev libgtest-dev libbenchmark-dev python3-venv)
+  libfmt-dev libxxhash-dev libssl-dev libpcre2-dev libgtest-dev libbenchmark-dev python3-venv)
 missing=()
 for p in "${APT_PKGS[@]}" ${KC_EXTRA_APT:-}; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,11 +1,26 @@
 // safetensors: u64 little-endian header length, JSON header {name: {dtype, shape, data_offsets}, and an
 // optional "__metadata__": {str: str}}, then the data. All dtype codes of the format map to kc::DType:
 // BOOL U8 I8 I16 U16 I32 U32 I64 U64 F16 BF16 F32 F64 F8_E4M3 F8_E5M2 F8_E8M0 F4 C64 (and our extensions
-// for the rest, spelled with an "X_" prefix so stock loaders refuse them rather than misread them).
+// for the rest, spelled with an "X_" prefix so stock loaders refuse them rather than misread them):
+// X_HIF8 (hifloat8), X_HIF32 (hifloat32), X_I4 (int4, packed like F4), X_C32 (complex32), X_C128.
+// The format's F6_E2M3, F6_E3M2, F8_E4M3FNUZ and F8_E5M2FNUZ have no kerncheck dtype: reading them fails
+// with a message naming the tensor.
+//
+// Format facts (huggingface/safetensors, src/tensor.rs; stock loader 0.8):
+// - F4 is float4_e2m1, 4 bits per element, two per byte; shapes count elements. The stock loader refuses
+//   an F4 tensor whose element count is odd (bit size not a whole number of bytes), so write_safetensors
+//   refuses it too; we read the low nibble first (torch float4_e2m1fn_x2 / OCP MX order).
+// - The stock loader requires the tensors' data to cover the data region exactly, without gaps, and the
+//   file to end where the data ends; it caps the header at 100,000,000 bytes. We read more leniently
+//   (gaps and trailing bytes are accepted; overlapping or out-of-range offsets are not), and write what
+//   the stock loader reads: data contiguous from offset 0, header padded with spaces to a multiple of 8.
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/mapped_file.h"
@@ -17,6 +32,10 @@ class SafetensorsFile {
  public:
   // Maps and validates the whole header (offsets in range, non-overlapping, sizes match shapes).
   static SafetensorsFile open(const std::string& path);
+  // The same from bytes already in memory (fuzzing, load_tensor's content sniffing). `owner` keeps
+  // `file` alive for the tensors returned; `path` is used in messages and origins.
+  static SafetensorsFile parse(std::span<const std::uint8_t> file, const std::string& path,
+                               std::shared_ptr<const void> owner);
 
   const std::vector<std::string>& names() const { return names_; }  // in file order
   bool contains(const std::string& name) const;
@@ -26,7 +45,7 @@ class SafetensorsFile {
 
  private:
   std::string path_;
-  std::shared_ptr<const MappedFile> file_;
+  std::shared_ptr<const void> owner_;
   std::vector<std::string> names_;
   std::map<std::string, Tensor> tensors_;
   std::map<std::string, std::string> metadata_;
@@ -38,6 +57,9 @@ struct NamedTensor {
 };
 
 // Writes atomically, tensors in the given order, data 8-byte aligned, header padded with spaces.
+// The data region starts 8-byte aligned; tensors follow each other without gaps (the format allows no
+// padding between them), so a tensor is naturally aligned only when the ones before it keep it so.
+// Names must be unique, non-empty and not "__metadata__".
 void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 

@@ -38,9 +38,18 @@ struct RawLayout {
 // "x.safetensors:name", or any other file as raw little-endian bytes described by `raw`.
 // The file type is detected from the content (npy magic, safetensors header), not the suffix.
 // Errors name the file and field (kc::Error).
+// - "file:name": the whole spec is tried as a file first; otherwise it is split at a ':' (rightmost first)
+//   whose prefix is a regular file, so both paths and tensor names may contain ':'.
+// - For .npy, raw.dtype resolves void descrs (see npy.h); for both formats a given dtype/shape must agree
+//   with the file's own (error otherwise).
+// - Raw files: the size must equal storage_bytes(dtype, numel) exactly; 4-bit types packed two per byte.
+//   A raw file that happens to start like a safetensors header is read as raw when the given layout
+//   matches its size and the header does not parse.
 Tensor load_tensor(const std::string& spec, const RawLayout& raw = {});
 
-// Parses "2,3,4" or "[2, 3, 4]" into a shape; throws kc::Error naming `what` when malformed.
+// Parses "2,3,4" or "[2, 3, 4]" (or "(2, 3, 4)", trailing comma allowed) into a shape; "", "[]" and "()" are
+// a scalar (shape [], one element). Throws kc::Error naming `what` when malformed or when the element count
+// overflows.
 std::vector<std::int64_t> parse_shape(std::string_view text, std::string_view what);
 
 }  // namespace kc

@@ -1,5 +1,6 @@
 #include "numeric/dtype.h"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <string>
@@ -45,35 +46,48 @@ constexpr bool table_is_indexed() {
 }
 static_assert(table_is_indexed(), "kInfo must be in DType order");
 
-struct Alias {
-  const char* name;  // lower case
+struct Aliases {
   DType dtype;
+  const char* names;  // lower case, space separated
 };
 
 // Aliases besides the canonical names: short forms, torch/numpy/ml_dtypes spellings and safetensors
 // dtype codes (lower-cased: F32, BF16, F8_E4M3, F8_E5M2, F8_E8M0, F4, I8, U8, BOOL, C64 …).
-constexpr Alias kAliases[] = {
-    {"f64", DType::float64},          {"fp64", DType::float64},          {"double", DType::float64},
-    {"f32", DType::float32},          {"fp32", DType::float32},          {"float", DType::float32},
-    {"hif32", DType::hifloat32},      {"hf32", DType::hifloat32},        {"f16", DType::float16},
-    {"fp16", DType::float16},         {"half", DType::float16},          {"bf16", DType::bfloat16},
-    {"e4m3", DType::float8_e4m3fn},   {"e4m3fn", DType::float8_e4m3fn},  {"fp8_e4m3", DType::float8_e4m3fn},
-    {"fp8_e4m3fn", DType::float8_e4m3fn}, {"float8_e4m3", DType::float8_e4m3fn},
-    {"f8_e4m3", DType::float8_e4m3fn},    {"f8_e4m3fn", DType::float8_e4m3fn},
-    {"e5m2", DType::float8_e5m2},     {"fp8_e5m2", DType::float8_e5m2},  {"f8_e5m2", DType::float8_e5m2},
-    {"hif8", DType::hifloat8},        {"e8m0", DType::float8_e8m0},      {"float8_e8m0fnu", DType::float8_e8m0},
-    {"fp8_e8m0", DType::float8_e8m0}, {"f8_e8m0", DType::float8_e8m0},   {"e8m0fnu", DType::float8_e8m0},
-    {"f8_e8m0fnu", DType::float8_e8m0},
-    {"fp4", DType::float4_e2m1},      {"e2m1", DType::float4_e2m1},      {"float4_e2m1fn", DType::float4_e2m1},
-    {"fp4_e2m1", DType::float4_e2m1}, {"f4", DType::float4_e2m1},        {"e2m1fn", DType::float4_e2m1},
-    {"f4_e2m1", DType::float4_e2m1},
-    {"i4", DType::int4},              {"s4", DType::int4},
-    {"i8", DType::int8},              {"i16", DType::int16},             {"i32", DType::int32},
-    {"i64", DType::int64},            {"u8", DType::uint8},              {"u16", DType::uint16},
-    {"u32", DType::uint32},           {"u64", DType::uint64},            {"boolean", DType::boolean},
-    {"c32", DType::complex32},        {"c64", DType::complex64},         {"c128", DType::complex128},
-    {"chalf", DType::complex32},      {"cfloat", DType::complex64},      {"cdouble", DType::complex128},
+constexpr Aliases kAliases[] = {
+    {DType::float64, "f64 fp64 double"},
+    {DType::float32, "f32 fp32 float"},
+    {DType::hifloat32, "hif32 hf32"},
+    {DType::float16, "f16 fp16 half"},
+    {DType::bfloat16, "bf16"},
+    {DType::float8_e4m3fn, "e4m3 e4m3fn fp8_e4m3 fp8_e4m3fn float8_e4m3 f8_e4m3 f8_e4m3fn"},
+    {DType::float8_e5m2, "e5m2 fp8_e5m2 f8_e5m2"},
+    {DType::hifloat8, "hif8"},
+    {DType::float8_e8m0, "e8m0 e8m0fnu float8_e8m0fnu fp8_e8m0 f8_e8m0 f8_e8m0fnu"},
+    {DType::float4_e2m1, "fp4 e2m1 e2m1fn float4_e2m1fn fp4_e2m1 f4 f4_e2m1"},
+    {DType::int4, "i4 s4"},
+    {DType::int8, "i8"},
+    {DType::int16, "i16"},
+    {DType::int32, "i32"},
+    {DType::int64, "i64"},
+    {DType::uint8, "u8"},
+    {DType::uint16, "u16"},
+    {DType::uint32, "u32"},
+    {DType::uint64, "u64"},
+    {DType::boolean, "boolean"},
+    {DType::complex32, "c32 chalf"},
+    {DType::complex64, "c64 cfloat"},
+    {DType::complex128, "c128 cdouble"},
 };
+
+bool in_list(std::string_view list, std::string_view name) {
+  while (!list.empty()) {
+    const std::size_t sp = list.find(' ');
+    if (list.substr(0, sp) == name) return true;
+    if (sp == std::string_view::npos) break;
+    list.remove_prefix(sp + 1);
+  }
+  return false;
+}
 
 std::string lower(std::string_view s) {
   std::string r(s);
@@ -106,7 +120,7 @@ std::optional<DType> parse_dtype(std::string_view s) {
   for (const auto& info : kInfo)
     if (k == info.name) return info.dtype;
   for (const auto& a : kAliases)
-    if (k == a.name) return a.dtype;
+    if (in_list(a.names, k)) return a.dtype;
   return std::nullopt;
 }
 
@@ -115,13 +129,12 @@ std::string dtype_names_list() {
   for (const auto& info : kInfo) {
     if (!r.empty()) r += ", ";
     r += info.name;
-    std::string al;
     for (const auto& a : kAliases)
       if (a.dtype == info.dtype) {
-        if (!al.empty()) al += '/';
-        al += a.name;
+        std::string al = a.names;
+        std::replace(al.begin(), al.end(), ' ', '/');
+        r += " (" + al + ")";
       }
-    if (!al.empty()) r += " (" + al + ")";
   }
   return r;
 }
