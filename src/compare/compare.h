@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "io/tensor.h"
@@ -81,7 +83,15 @@ struct CompareResult {
   std::vector<std::string> log10_err_edges;   // labels of the buckets
   std::string min_passing;  // smallest tolerance that would have passed, e.g. "rtol=atol=3.1e-3"
   std::vector<std::string> notes;  // e.g. "cross_check: third's error is 0, divided by floor 1e-30"
+  // Tolerance parameters the method applied (after defaults and overrides), e.g. {"rtol", 0.0009765625}.
+  std::vector<std::pair<std::string, double>> params;
+  // binary / requant / quant: the first differing (or out-of-tolerance) flat indices, ascending (≤ 20).
+  std::vector<std::size_t> mismatch_indices;
 };
+
+// The method's default tolerances for an output dtype (seed tables A, B, close/cosine/requant/quant
+// defaults, cross_check L1), as a Tolerance with every field the method reads set.
+Tolerance default_tolerance(Method m, DType d);
 
 struct CompareInputs {
   const Tensor* actual = nullptr;

@@ -1,0 +1,386 @@
+// Method names, routing (SPEC §1 priority rules), default tolerances (seed 001 tables), input checks and
+// the helpers every method shares. The methods themselves live in float_methods.cpp (mixed, stat_rel_err,
+// close, cosine), code_methods.cpp (binary, requant, quant) and cross_check.cpp.
+#include "compare/compare.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+#include "compare/compare_internal.h"
+#include "core/error.h"
+#include "numeric/formats.h"
+
+namespace kc {
+
+namespace {
+
+struct MethodName {
+  Method m;
+  const char* cli;
+  const char* standard;  // spec spelling
+};
+constexpr MethodName kNames[] = {
+    {Method::mixed, "mixed", "mix_tolerance"},     {Method::stat_rel_err, "stat_rel_err", "stat_rel_err"},
+    {Method::close, "close", "close"},             {Method::cosine, "cosine", "cosine"},
+    {Method::binary, "binary", "binary_equal"},    {Method::requant, "requant", "requant"},
+    {Method::quant, "quant", "quant"},             {Method::cross_check, "cross_check", "cross_check"},
+};
+
+bool is_float_like(DType d) { return is_float(d) || is_complex(d); }
+
+}  // namespace
+
+const char* method_name(Method m) {
+  for (const auto& n : kNames)
+    if (n.m == m) return n.cli;
+  return "?";
+}
+
+std::optional<Method> parse_method(std::string_view s) {
+  for (const auto& n : kNames)
+    if (s == n.cli) return n.m;
+  return std::nullopt;
+}
+
+std::optional<Method> parse_spec_standard(std::string_view s) {
+  for (const auto& n : kNames)
+    if (s == n.standard) return n.m;
+  return parse_method(s);
+}
+
+// --- default tolerances (seed 001) -------------------------------------------------------------------
+
+Tolerance default_tolerance(Method m, DType d) {
+  Tolerance t;
+  const DType c = cmp::component_dtype(d);  // complex types take their component's row
+  switch (m) {
+    case Method::mixed: {
+      // Table A: rtol, atol, max_abs_error limit (met if ≤ limit OR ≤ 32 ULP). Other floats → float32.
+      double rtol = std::ldexp(1.0, -10), atol = std::ldexp(1.0, -16), limit = 1e-2;
+      switch (c) {
+        case DType::float16: rtol = std::ldexp(1.0, -9), atol = std::ldexp(1.0, -9), limit = 1e-1; break;
+        case DType::bfloat16: rtol = std::ldexp(1.0, -6), atol = std::ldexp(1.0, -6), limit = 1.0; break;
+        case DType::hifloat32: rtol = std::ldexp(1.0, -9), atol = std::ldexp(1.0, -10), limit = 1e-1; break;
+        case DType::float8_e4m3fn: rtol = std::ldexp(1.0, -2), atol = std::ldexp(1.0, -4), limit = 1.0; break;
+        case DType::float8_e5m2: rtol = std::ldexp(1.0, -1), atol = std::ldexp(1.0, -3), limit = 1e-1; break;
+        default: break;
+      }
+      t.rtol = rtol, t.atol = atol, t.limit = limit;
+      break;
+    }
+    case Method::stat_rel_err: {
+      // Table B thresholds T: PASS iff mere < T and mare < 10·T.
+      int e = -13;
+      if (c == DType::float16) e = -10;
+      if (c == DType::bfloat16) e = -7;
+      if (c == DType::float8_e4m3fn) e = -3;
+      if (c == DType::float8_e5m2) e = -2;
+      t.threshold = std::ldexp(1.0, e);
+      break;
+    }
+    case Method::close: {
+      const bool half = d == DType::float16 || d == DType::bfloat16 || d == DType::complex32;
+      t.rtol = half ? 1e-3 : 1e-4;
+      t.ptol = half ? 1e-3 : 1e-4;
+      t.atol = 1e-8;
+      break;
+    }
+    case Method::cosine: t.rtol = 0.01; break;
+    case Method::requant: t.ptol = 0.001; break;
+    case Method::quant: t.ptol = 0.0; break;
+    case Method::cross_check: t.level = "L1"; break;
+    case Method::binary: break;
+  }
+  return t;
+}
+
+// --- routing ------------------------------------------------------------------------------------------
+
+namespace {
+
+Tolerance merge_tol(const Tolerance& hi, const Tolerance& lo) {
+  Tolerance t = hi;
+  if (!t.rtol) t.rtol = lo.rtol;
+  if (!t.atol) t.atol = lo.atol;
+  if (!t.limit) t.limit = lo.limit;
+  if (!t.threshold) t.threshold = lo.threshold;
+  if (!t.ptol) t.ptol = lo.ptol;
+  if (!t.level) t.level = lo.level;
+  return t;
+}
+
+// Legacy CSV fields: precision_tolerances (rtol, ptol) feed close and cosine (rtol only);
+// absolute_precision (atol) feeds close only.
+Tolerance csv_for(Method m, const Tolerance& csv) {
+  Tolerance t;
+  if (m == Method::close) t.rtol = csv.rtol, t.ptol = csv.ptol, t.atol = csv.atol;
+  if (m == Method::cosine) t.rtol = csv.rtol;
+  return t;
+}
+
+void check_method_dtype(Method m, DType d, const std::string& where) {
+  const char* dn = dtype_name(d);
+  if (m == Method::cross_check && d != DType::float16 && d != DType::bfloat16 && d != DType::float32)
+    fail("{}: cross_check: expected an output dtype of float16, bfloat16 or float32, got {}", where, dn);
+  if (m == Method::requant && (dtype_info(d).bits != 8 || d == DType::boolean))
+    fail("{}: requant: expected an 8-bit output dtype (float8_e4m3fn, float8_e5m2, hifloat8, float8_e8m0, "
+         "int8, uint8), got {}",
+         where, dn);
+}
+
+}  // namespace
+
+Route route(const RouteRequest& r) {
+  const DType out = r.output_dtype;
+  const std::string spec_where = r.spec_where.empty() ? std::string("spec") : r.spec_where;
+  if (r.cli_method == Method::quant)
+    fail("--compare quant: expected a method other than quant (quant is declared only in a spec: "
+         "standard = \"quant\" for an int4/int8 output), got quant");
+
+  Route rt;
+  if (r.spec_method == Method::quant) {
+    if (out != DType::int8 && out != DType::int4)
+      fail("{}: standard: expected quant only for an int4 or int8 output, got output dtype {}", spec_where,
+           dtype_name(out));
+    bool any_float = false;
+    for (DType d : r.input_dtypes) any_float |= is_float_like(d);
+    if (!r.input_dtypes.empty() && !any_float)
+      fail("{}: standard: expected quant only for an operator with at least one floating input, got inputs "
+           "that are all non-float",
+           spec_where);
+    // A float method from --compare does not override a quant declaration; binary (exact) does.
+    if (!r.cli_method || *r.cli_method != Method::binary) {
+      rt.method = Method::quant;
+      rt.source = spec_where;
+      if (r.cli_method) rt.source += fmt::format(" (quant kept over --compare {})", method_name(*r.cli_method));
+      if (r.input_dtypes.empty()) rt.source += " (input dtypes unknown: float-input check skipped)";
+      rt.tol = r.spec_tol;
+      return rt;
+    }
+  }
+
+  if (r.cli_method) {
+    rt.method = *r.cli_method;
+    rt.source = "--compare";
+    // The spec's overrides still apply when it declares the same method.
+    rt.tol = merge_tol(r.spec_method == rt.method ? r.spec_tol : Tolerance{}, csv_for(rt.method, r.csv_tol));
+  } else if (r.spec_method) {
+    rt.method = *r.spec_method;
+    rt.source = spec_where;
+    rt.tol = merge_tol(r.spec_tol, csv_for(rt.method, r.csv_tol));
+  } else {
+    const char* dn = dtype_name(out);
+    const DKind k = dtype_info(out).kind;
+    if (out == DType::hifloat8) {
+      rt.method = Method::requant;
+    } else if (out == DType::float4_e2m1 || out == DType::int4 || out == DType::float8_e8m0 ||
+               k == DKind::integer || k == DKind::boolean) {
+      rt.method = Method::binary;
+    } else {
+      rt.method = Method::mixed;
+      rt.source = "default";
+    }
+    if (rt.source.empty()) rt.source = fmt::format("auto: {} → {}", dn, method_name(rt.method));
+    // mixed does not read the legacy CSV fields (seed: override it in a spec instead).
+    rt.tol = csv_for(rt.method, r.csv_tol);
+  }
+  check_method_dtype(rt.method, out, rt.source);
+  return rt;
+}
+
+// --- shared helpers -------------------------------------------------------------------------------------
+
+namespace cmp {
+
+const char* nf_class_name(int c) {
+  static constexpr const char* kNames[kNfClasses] = {
+      "golden NaN, actual not NaN", "actual NaN, golden not NaN", "golden inf, actual finite",
+      "actual inf, golden finite", "inf of opposite sign"};
+  return kNames[c];
+}
+
+void NonFiniteAcc::to_result(CompareResult& r) const {
+  for (int c = 0; c < kNfClasses; ++c) {
+    if (!count[c]) continue;
+    r.nonfinite.push_back({nf_class_name(c), static_cast<std::size_t>(count[c]), first[c]});
+  }
+  r.nonfinite_mismatches = total();
+  if (matched) r.notes.push_back(fmt::format("{} NaN/NaN or same-sign inf pairs counted as equal", matched));
+}
+
+namespace {
+constexpr std::array<double, kHistBins - 2> kEdges = {1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5,
+                                                      1e-4,  1e-3,  1e-2,  1e-1, 1e0,  1e1,  1e2};
+}  // namespace
+
+const std::vector<std::string>& hist_labels() {
+  static const std::vector<std::string> labels = [] {
+    std::vector<std::string> l{"0"};
+    for (double e : kEdges) l.push_back(fmt::format("<={:g}", e));
+    l.push_back(fmt::format(">{:g}", kEdges.back()));
+    return l;
+  }();
+  return labels;
+}
+
+int hist_bucket(double d) {
+  if (d == 0) return 0;
+  if (std::isnan(d)) return kHistBins - 1;
+  int k = 0;
+  while (k < static_cast<int>(kEdges.size()) && d > kEdges[k]) ++k;
+  return 1 + k;
+}
+
+double quantile_upper_edge(int bin) {
+  if (bin == 0) return 0;
+  if (bin == 1) return std::ldexp(1.0, kQMinExp);
+  if (bin >= kQBins - 1) return std::numeric_limits<double>::infinity();
+  const std::uint64_t key = static_cast<std::uint64_t>(bin - 2 + ((1023 + kQMinExp) << 4) + 1);
+  return std::bit_cast<double>(key << 48);
+}
+
+double quantile_at_least(const std::vector<std::uint64_t>& hist, std::uint64_t k) {
+  std::uint64_t cum = 0;
+  for (int b = 0; b < static_cast<int>(hist.size()); ++b) {
+    cum += hist[b];
+    if (cum >= k) return quantile_upper_edge(b);
+  }
+  return std::numeric_limits<double>::infinity();
+}
+
+std::string fmt_g(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return fmt::format("{}", x);
+}
+
+void add_figure(CompareResult& r, std::string name, double value, std::optional<double> limit,
+                std::string relation) {
+  r.figures.push_back({std::move(name), value, limit, std::move(relation)});
+}
+
+DType component_dtype(DType d) {
+  switch (d) {
+    case DType::complex32: return DType::float16;
+    case DType::complex64: return DType::float32;
+    case DType::complex128: return DType::float64;
+    default: return d;
+  }
+}
+
+double ulp_of(DType d, double x) {
+  const DType c = component_dtype(d);
+  if (!is_float(c)) return 1.0;
+  if (!std::isfinite(x)) return std::numeric_limits<double>::quiet_NaN();
+  return ulp(c, x);
+}
+
+double value_at(const Tensor& t, std::size_t i) {
+  if (is_complex(t.dtype)) {
+    double v[2];
+    decode_complex_block(t.dtype, t.bytes, i, 1, v);
+    return std::hypot(v[0], v[1]);
+  }
+  double v;
+  decode_block(t.dtype, t.bytes, i, 1, &v);
+  return v;
+}
+
+void fill_worst(CompareResult& r, const TopK& top, const Tensor& a, const Tensor& g) {
+  for (int k = 0; k < top.count; ++k) {
+    const std::size_t i = top.items[k].index;
+    WorstElement w;
+    w.index = i;
+    w.actual = value_at(a, i);
+    w.golden = value_at(g, i);
+    if (is_complex(g.dtype)) {
+      double va[2], vg[2];
+      decode_complex_block(a.dtype, a.bytes, i, 1, va);
+      decode_complex_block(g.dtype, g.bytes, i, 1, vg);
+      w.abs_err = std::hypot(va[0] - vg[0], va[1] - vg[1]);
+    } else {
+      w.abs_err = std::fabs(w.actual - w.golden);
+    }
+    const double ag = std::fabs(w.golden);
+    w.rel_err = ag > 0 ? w.abs_err / ag : (w.abs_err > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+    w.ulp_err = w.abs_err / ulp_of(g.dtype, w.golden);
+    r.worst.push_back(w);
+  }
+}
+
+}  // namespace cmp
+
+// --- dispatch --------------------------------------------------------------------------------------------
+
+CompareResult compare(const CompareInputs& in, const Route& route) {
+  KC_ASSERT(in.actual && in.golden, "compare() needs actual and golden");
+  const Tensor& a = *in.actual;
+  const Tensor& g = *in.golden;
+  const std::size_t n = g.numel();
+  if (a.numel() != n)
+    throw_input_error(a.origin, "element count",
+                      fmt::format("{} (golden {} has shape {})", n, g.origin, g.shape_str()),
+                      fmt::format("{} (shape {})", a.numel(), a.shape_str()));
+  const Method m = route.method;
+  const bool same = a.dtype == g.dtype;
+  if (m == Method::binary) {
+    if (!same && !(is_integer(a.dtype) && is_integer(g.dtype)))
+      throw_input_error(a.origin, "dtype",
+                        fmt::format("{} like golden {} (binary compares across dtypes only between two "
+                                    "integer types)",
+                                    dtype_name(g.dtype), g.origin),
+                        dtype_name(a.dtype));
+  } else if (!same) {
+    throw_input_error(a.origin, "dtype",
+                      fmt::format("{} like golden {} ({} needs equal dtypes)", dtype_name(g.dtype), g.origin,
+                                  method_name(m)),
+                      dtype_name(a.dtype));
+  }
+  check_method_dtype(m, g.dtype, g.origin);
+  if (m == Method::quant && g.dtype != DType::int8 && g.dtype != DType::int4)
+    throw_input_error(g.origin, "dtype", "int4 or int8 (quant)", dtype_name(g.dtype));
+
+  const Tolerance tol = merge_tol(route.tol, default_tolerance(m, g.dtype));
+  CompareResult r;
+  if (n == 0) {
+    r.pass = true;
+    r.reason = "empty tensors";
+  } else {
+    switch (m) {
+      case Method::mixed:
+      case Method::stat_rel_err:
+      case Method::close:
+      case Method::cosine: r = cmp::compare_float(a, g, m, tol); break;
+      case Method::binary: r = cmp::compare_binary(a, g); break;
+      case Method::requant: r = cmp::compare_requant(a, g, tol); break;
+      case Method::quant: r = cmp::compare_quant(a, g, tol); break;
+      case Method::cross_check: {
+        if (!in.third) fail("cross_check: expected a third-party tensor (b), got none");
+        const Tensor& b = *in.third;
+        if (b.dtype != g.dtype)
+          throw_input_error(b.origin, "dtype", fmt::format("{} like golden {}", dtype_name(g.dtype), g.origin),
+                            dtype_name(b.dtype));
+        if (b.numel() != n)
+          throw_input_error(b.origin, "element count", fmt::format("{} like golden {}", n, g.origin),
+                            fmt::format("{}", b.numel()));
+        r = cmp::compare_cross(a, g, b, tol);
+        break;
+      }
+    }
+  }
+  r.method = m;
+  r.route_source = route.source;
+  r.dtype = g.dtype;
+  r.numel = n;
+  if (r.log10_err_hist.empty()) r.log10_err_hist.assign(cmp::kHistBins, 0);
+  r.log10_err_edges = cmp::hist_labels();
+  return r;
+}
+
+}  // namespace kc

@@ -1,0 +1,520 @@
+// mixed, stat_rel_err, close and cosine: one streaming pass over both tensors.
+//
+// Data path: chunks of kChunk elements run in parallel (fixed boundaries → deterministic merge); inside a
+// chunk, blocks of kBlock elements are decoded into stack doubles, non-finite pairs are classified and
+// neutralised (a rare scalar path), then a branch-free kernel with kLanes independent accumulators
+// computes the method's sums, counts and maxima (vectorised), and writes each element's "score" so the
+// worst-10 list only looks at a block when its maximum beats the current 10th place.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "compare/compare_internal.h"
+#include "core/error.h"
+#include "core/parallel.h"
+#include "numeric/formats.h"
+
+namespace kc::cmp {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// GCC/Clang vector extensions: 8 doubles per operation (AVX-512: one register; AVX2: two). The helpers
+// are internal and inlined, so the "ABI changes without avx512f" note does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef double v8d __attribute__((vector_size(64)));
+typedef std::int64_t v8l __attribute__((vector_size(64)));
+typedef float v8f __attribute__((vector_size(32)));
+typedef std::uint8_t v64u8 __attribute__((vector_size(64)));
+typedef std::uint8_t v8u8 __attribute__((vector_size(8)));
+typedef std::uint16_t v8u16 __attribute__((vector_size(16)));
+inline v8d load8(const double* p) {
+  v8d v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store8(double* p, v8d v) { std::memcpy(p, &v, sizeof v); }
+inline v8d vabs(v8d x) { return (v8d)((v8l)x & std::numeric_limits<std::int64_t>::max()); }
+inline v8d vmax(v8d a, v8d b) { return a > b ? a : b; }  // operands are finite here
+inline double hmax(v8d v) {
+  double m = v[0];
+  for (int j = 1; j < kLanes; ++j) m = std::max(m, v[j]);
+  return m;
+}
+
+// Decade bucket of |a−g| ([0] exact, [1] (0,1e-12], …, [16] >1e2): with e2 the binary exponent of d
+// and k0 = floor(e2·log10 2), 10^k0 ≤ 2^e2 ≤ d < 2^(e2+1) < 10^(k0+2), so the edges 10^m below d are all
+// m < k0, plus m = k0 if d > 10^k0, plus m = k0+1 if d > 10^(k0+1): two table lookups and compares.
+constexpr int kFlush = 15;  // blocks of ≤ 16 byte-vectors each: ≤ 240 counts per byte lane
+alignas(64) constexpr double kPow10[16] = {1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5,
+                                           1e-4,  1e-3,  1e-2,  1e-1, 1e0,  1e1,  1e2,  kInf};
+
+inline std::int64_t floor_log10_pow2(std::int64_t e2) { return (e2 * 78913) >> 18; }  // exact for |e2| ≤ 1100
+
+bool check_floor_log10_pow2() {
+  for (std::int64_t e = -1100; e <= 1100; ++e) {
+    // floor(e·log10 2) from long double, away from the (never hit) integer boundaries
+    const auto ref = static_cast<std::int64_t>(std::floor(static_cast<long double>(e) * 0.30102999566398119521L));
+    if (floor_log10_pow2(e) != ref) return false;
+  }
+  return true;
+}
+
+void decade_buckets(const double* d, std::size_t n, std::uint8_t* out) {
+  static const bool ok = check_floor_log10_pow2();
+  KC_ASSERT(ok, "floor_log10_pow2 is wrong");
+#if defined(__GNUC__) && !defined(__clang__)
+  v8d lo, hi;
+  std::memcpy(&lo, kPow10, 64);
+  std::memcpy(&hi, kPow10 + 8, 64);
+  for (std::size_t i = 0; i < n; i += kLanes) {
+    const v8d x = load8(d + i);
+    const v8l bits = (v8l)x;
+    const v8l k0 = (((bits >> 52) & 0x7FF) - 1023) * 78913 >> 18;
+    v8l below = k0 + 12;
+    below = below < 0 ? 0 : below;
+    below = below > 15 ? 15 : below;
+    v8l t0 = k0 + 12, t1 = k0 + 13;
+    t0 = (t0 < 0) | (t0 > 14) ? 15 : t0;
+    t1 = (t1 < 0) | (t1 > 14) ? 15 : t1;
+    const v8d p0 = __builtin_shuffle(lo, hi, t0), p1 = __builtin_shuffle(lo, hi, t1);
+    v8l b = 1 + below - (x > p0) - (x > p1);  // a true comparison is −1
+    b = bits == 0 ? 0 : b;
+    const v8u8 b8 = __builtin_convertvector(b, v8u8);
+    std::memcpy(out + i, &b8, sizeof b8);
+  }
+#else
+  for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<std::uint8_t>(hist_bucket(d[i]));
+#endif
+}
+
+void flush_bytes(v64u8 (&cnt)[kHistBins], std::array<std::uint64_t, kHistBins>& hist) {
+  for (int k = 0; k < kHistBins; ++k) {
+    std::uint64_t s = 0;
+    for (int j = 0; j < 64; ++j) s += cnt[k][j];
+    hist[k] += s;
+    cnt[k] = v64u8{};
+  }
+}
+
+struct FloatParams {
+  Method method;
+  DType dtype;
+  bool complex;
+  double rtol = 0, atol = 0;
+  bool want_quantiles;  // mixed, close: histogram for min_passing
+};
+
+struct FloatAcc {
+  std::uint64_t pass = 0;               // mixed/close: |a−g| ≤ atol + rtol·|g| (finite pairs and matches)
+  double sum_rel = 0, max_rel = 0;      // stat_rel_err
+  double dot = 0, norm_a = 0, norm_g = 0;  // cosine (sums of squares)
+  double max_d = 0;                     // largest |a−g| over finite pairs
+  std::size_t arg_max = 0;              // its first index
+  TopK top;
+  NonFiniteAcc nf;
+  std::array<std::uint64_t, kHistBins> hist{};
+  std::vector<std::uint64_t> qhist;  // quantile histogram (min_passing), empty if unused
+
+  void merge(const FloatAcc& o) {
+    pass += o.pass;
+    sum_rel += o.sum_rel;
+    max_rel = std::max(max_rel, o.max_rel);
+    dot += o.dot, norm_a += o.norm_a, norm_g += o.norm_g;
+    if (o.max_d > max_d) max_d = o.max_d, arg_max = o.arg_max;  // chunks merge in order: ties keep first
+    top.merge(o.top);
+    nf.merge(o.nf);
+    for (int i = 0; i < kHistBins; ++i) hist[i] += o.hist[i];
+    if (!o.qhist.empty()) {
+      if (qhist.empty()) qhist.assign(kQBins, 0);
+      for (int i = 0; i < kQBins; ++i) qhist[i] += o.qhist[i];
+    }
+  }
+};
+
+
+// Per-block scratch: decoded values (complex: re,im pairs), |a−g|, |g|, score, quantile key.
+struct Scratch {
+  alignas(64) double a[2 * kBlock];
+  alignas(64) double g[2 * kBlock];
+  alignas(64) double d[kBlock];
+  alignas(64) double ga[kBlock];
+  alignas(64) double s[kBlock];
+  alignas(64) double q[kBlock];
+  alignas(64) std::uint8_t bucket[kBlock];
+  alignas(64) std::uint16_t qbin[kBlock];
+};
+
+// True when any value in x[0, n) is NaN or ±inf (x − x is 0 exactly for finite x).
+bool any_nonfinite(const double* x, const double* y, std::size_t n) {
+  v8d probe = {};
+  std::size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const v8d a = load8(x + i), g = load8(y + i);
+    probe += (a - a) + (g - g);
+  }
+  double tail = 0;
+  for (; i < n; ++i) tail += (x[i] - x[i]) + (y[i] - y[i]);
+  for (int j = 0; j < kLanes; ++j) tail += probe[j];
+  return std::isnan(tail);
+}
+
+// Classifies non-finite pairs and zeroes them on both sides, so the kernels see finite numbers only.
+// Returns the number of mismatching elements (they must not count as passing).
+std::size_t neutralise_nonfinite(Scratch& w, std::size_t n, bool complex, std::size_t base, NonFiniteAcc& nf) {
+  std::size_t mism = 0;
+  const std::size_t comps = complex ? 2 : 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    int cls = -1;
+    bool any = false;
+    for (std::size_t k = 0; k < comps; ++k) {
+      double& a = w.a[i * comps + k];
+      double& g = w.g[i * comps + k];
+      if (std::isfinite(a) && std::isfinite(g)) continue;
+      any = true;
+      const int c = classify_nonfinite(a, g);
+      if (c >= 0 && cls < 0) cls = c;
+      if (c < 0) a = g = 0;  // a matched special value: no error from this component
+    }
+    if (!any) continue;
+    if (cls < 0) {
+      ++nf.matched;
+    } else {
+      nf.add(cls, base + i);
+      ++mism;
+      for (std::size_t k = 0; k < comps; ++k) w.a[i * comps + k] = w.g[i * comps + k] = 0;
+    }
+  }
+  return mism;
+}
+
+void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatParams& p, std::size_t begin,
+               std::size_t end) {
+  Scratch w;  // ~64 KiB on the stack
+  v64u8 byte_cnt[kHistBins] = {};
+  int blocks_since_flush = 0;
+  // Chunk-local quantile counters (≤ kChunk per bin fits 32 bits), two interleaved copies.
+  std::vector<std::uint32_t> qh2(p.want_quantiles ? 2 * kQBins : 0);
+  const double rtol = p.rtol, atol = p.atol;
+  for (std::size_t blk = begin; blk < end; blk += kBlock) {
+    const std::size_t n = std::min(kBlock, end - blk);
+    const std::size_t np = (n + kLanes - 1) / kLanes * kLanes;  // padded with zeros (exact elements)
+    const std::size_t comps = p.complex ? 2 : 1;
+    if (p.complex) {
+      decode_complex_block(ta.dtype, ta.bytes, blk, n, w.a);
+      decode_complex_block(tg.dtype, tg.bytes, blk, n, w.g);
+    } else {
+      decode_block(ta.dtype, ta.bytes, blk, n, w.a);
+      decode_block(tg.dtype, tg.bytes, blk, n, w.g);
+    }
+    for (std::size_t i = n * comps; i < np * comps; ++i) w.a[i] = w.g[i] = 0;
+    std::size_t mism = 0;
+    if (any_nonfinite(w.a, w.g, n * comps)) mism = neutralise_nonfinite(w, n, p.complex, blk, acc.nf);
+
+    if (p.method == Method::cosine) {  // sums over the real components (complex: Re(a·conj g))
+      v8d dot = {}, na = {}, ng = {};
+      for (std::size_t i = 0; i < np * comps; i += kLanes) {
+        const v8d a = load8(w.a + i), g = load8(w.g + i);
+        dot += a * g, na += a * a, ng += g * g;
+      }
+      for (int j = 0; j < kLanes; ++j) acc.dot += dot[j], acc.norm_a += na[j], acc.norm_g += ng[j];
+    }
+    if (p.complex) {
+      for (std::size_t i = 0; i < np; ++i) {
+        w.d[i] = std::hypot(w.a[2 * i] - w.g[2 * i], w.a[2 * i + 1] - w.g[2 * i + 1]);
+        w.ga[i] = std::hypot(w.g[2 * i], w.g[2 * i + 1]);
+      }
+    } else {
+      for (std::size_t i = 0; i < np; i += kLanes) {
+        const v8d a = load8(w.a + i), g = load8(w.g + i);
+        store8(w.d + i, vabs(a - g));
+        store8(w.ga + i, vabs(g));
+      }
+    }
+
+    v8d max_d = {}, max_s = {};
+    switch (p.method) {
+      case Method::mixed:
+      case Method::close: {
+        v8l cnt = {};
+        const v8d vr = rtol - v8d{}, va = atol - v8d{};
+        for (std::size_t i = 0; i < np; i += kLanes) {
+          const v8d d = load8(w.d + i), ga = load8(w.ga + i);
+          const v8d tol = va + vr * ga;
+          cnt -= (d <= tol);  // a true lane compares as -1
+          // score: how many times the tolerance the error is (inf when the tolerance is 0). Only ranks the
+          // worst elements and feeds min_passing's histogram, so float precision (and its cheaper
+          // division) is enough; the verdict above uses the exact double comparison.
+          const v8f sf = __builtin_convertvector(d, v8f) / __builtin_convertvector(tol, v8f);
+          const v8d s = d > 0 ? __builtin_convertvector(sf, v8d) : v8d{};
+          store8(w.s + i, s);
+          max_d = vmax(max_d, d);
+          max_s = vmax(max_s, s);
+        }
+        std::int64_t c = 0;
+        for (int j = 0; j < kLanes; ++j) c += cnt[j];
+        acc.pass += static_cast<std::uint64_t>(c) - (np - n) - mism;
+        if (p.method == Method::close) {
+          // rtol that this element needs with atol fixed: (d − atol)/|g|
+          const v8d inf = kInf - v8d{};
+          for (std::size_t i = 0; i < np; i += kLanes) {
+            const v8d d = load8(w.d + i), ga = load8(w.ga + i);
+            const v8d need = ga > 0 ? (d - va) / ga : inf;
+            store8(w.q + i, d <= va ? v8d{} : need);
+          }
+        }
+        break;
+      }
+      case Method::stat_rel_err: {
+        v8d sum = {};
+        const v8d eps = 1e-7 - v8d{};
+        for (std::size_t i = 0; i < np; i += kLanes) {
+          const v8d d = load8(w.d + i);
+          const v8d rel = d / (load8(w.ga + i) + eps);
+          store8(w.s + i, rel);
+          sum += rel;
+          max_d = vmax(max_d, d);
+          max_s = vmax(max_s, rel);
+        }
+        double ss = 0;
+        for (int j = 0; j < kLanes; ++j) ss += sum[j];
+        acc.sum_rel += ss;
+        acc.max_rel = std::max(acc.max_rel, hmax(max_s));
+        break;
+      }
+      case Method::cosine: {
+        for (std::size_t i = 0; i < np; i += kLanes) {
+          const v8d d = load8(w.d + i);
+          store8(w.s + i, d);
+          max_d = vmax(max_d, d);
+        }
+        max_s = max_d;
+        break;
+      }
+      default: KC_ASSERT(false, "not a float method: {}", method_name(p.method));
+    }
+
+    // Largest |a−g| and its first index (mixed's limit is checked at that element's golden).
+    const double bmax = hmax(max_d);
+    if (bmax > acc.max_d) {
+      std::size_t i = 0;
+      while (w.d[i] != bmax) ++i;
+      acc.max_d = bmax, acc.arg_max = blk + i;
+    }
+    // Worst elements: only scan a block whose best score can enter the list.
+    // The scan tests 8 scores per step against a threshold held in a register.
+    double thr = acc.top.threshold();
+    if (hmax(max_s) > thr)
+      for (std::size_t i = 0; i < np; i += kLanes) {
+        const v8l hit = load8(w.s + i) > thr;
+        std::int64_t any = 0;
+        for (int j = 0; j < kLanes; ++j) any |= hit[j];
+        if (!any) continue;
+        for (std::size_t j = i; j < std::min(n, i + kLanes); ++j)
+          if (w.s[j] > thr) acc.top.offer(w.s[j], blk + j), thr = acc.top.threshold();
+      }
+
+    // |a−g| decade histogram: bucket indices as bytes (vectorised), then counted per bucket with byte
+    // compares (64 elements per operation) into counters that are flushed every kFlush blocks.
+    decade_buckets(w.d, np, w.bucket);
+    for (std::size_t i = n; i < np; ++i) w.bucket[i] = 0xFF;  // padding: no bucket
+    for (std::size_t i = np; i < (np + 63) / 64 * 64; ++i) w.bucket[i] = 0xFF;  // kBlock is a multiple of 64
+    const std::size_t np64 = (np + 63) / 64 * 64;
+    for (std::size_t i = 0; i < np64; i += 64) {
+      v64u8 v;
+      std::memcpy(&v, w.bucket + i, 64);
+      for (int k = 0; k < kHistBins; ++k)
+        byte_cnt[k] -= (v64u8)(v == static_cast<std::uint8_t>(k));  // a true comparison is 0xFF
+    }
+    if (++blocks_since_flush == kFlush) flush_bytes(byte_cnt, acc.hist), blocks_since_flush = 0;
+    if (p.want_quantiles) {
+      const double* q = p.method == Method::close ? w.q : w.s;
+      for (std::size_t j = 0; j < np; j += kLanes) {
+        const v8l bits = (v8l)load8(q + j);
+        v8l b = 2 + (bits >> 48) - ((1023 + kQMinExp) << 4);
+        b = b < 1 ? 1 : b;
+        b = b > kQBins - 1 ? kQBins - 1 : b;  // ≥ 2^60, inf
+        b = bits == 0 ? 0 : b;
+        const v8u16 b16 = __builtin_convertvector(b, v8u16);
+        std::memcpy(w.qbin + j, &b16, sizeof b16);
+      }
+      std::uint32_t* q0 = qh2.data();
+      std::uint32_t* q1 = q0 + kQBins;
+      std::size_t j = 0;
+      for (; j + 2 <= n; j += 2) ++q0[w.qbin[j]], ++q1[w.qbin[j + 1]];
+      if (j < n) ++q0[w.qbin[j]];
+      // Non-finite mismatches were zeroed: they belong to the "never passes" bin.
+      q0[0] -= static_cast<std::uint32_t>(mism);
+      q0[kQBins - 1] += static_cast<std::uint32_t>(mism);
+    }
+    // Mismatched non-finite pairs sit in the "exact" bucket after zeroing; they are unbounded errors.
+    acc.hist[0] -= mism;
+    acc.hist[kHistBins - 1] += mism;
+  }
+  flush_bytes(byte_cnt, acc.hist);
+  if (p.want_quantiles) {
+    acc.qhist.assign(kQBins, 0);
+    for (int b = 0; b < kQBins; ++b)  // uint32 sum wraps back to the true count (< 2^32)
+      acc.qhist[b] = static_cast<std::uint32_t>(qh2[b] + qh2[kQBins + b]);
+  }
+}
+
+// Smallest k with k/n ≥ ratio, computed the way the verdict compares (in double).
+std::uint64_t count_for_ratio(std::uint64_t n, double ratio) {
+  auto k = static_cast<std::uint64_t>(std::ceil(ratio * static_cast<double>(n)));
+  while (k > 0 && static_cast<double>(k - 1) / static_cast<double>(n) >= ratio) --k;
+  while (k < n && !(static_cast<double>(k) / static_cast<double>(n) >= ratio)) ++k;
+  return k;
+}
+
+}  // namespace
+
+CompareResult compare_float(const Tensor& ta, const Tensor& tg, Method m, const Tolerance& tol) {
+  const std::size_t n = tg.numel();
+  const DType dt = tg.dtype;
+  FloatParams p{m, dt, is_complex(dt), 0, 0, false};
+  p.rtol = tol.rtol.value_or(0);
+  p.atol = tol.atol.value_or(0);
+  p.want_quantiles = m == Method::mixed || m == Method::close;
+  if (m == Method::mixed || m == Method::close) {
+    if (!(p.rtol >= 0) || !(p.atol >= 0)) fail("{}: rtol and atol must be ≥ 0, got rtol={}, atol={}",
+                                               method_name(m), p.rtol, p.atol);
+  }
+
+  FloatAcc acc = parallel_reduce<FloatAcc>(n, kChunk, [&](FloatAcc& part, std::size_t b, std::size_t e) {
+    run_chunk(part, ta, tg, p, b, e);
+  });
+
+  CompareResult r;
+  acc.nf.to_result(r);
+  const std::uint64_t nfm = acc.nf.total();
+  std::copy(acc.hist.begin(), acc.hist.end(), std::back_inserter(r.log10_err_hist));
+  const double dn = static_cast<double>(n);
+  const double max_abs = nfm ? kInf : acc.max_d;
+  const std::string nf_reason = fmt::format("{} NaN/Inf mismatches (unbounded error)", nfm);
+
+  switch (m) {
+    case Method::mixed: {
+      const double ratio_req = 0.99;
+      const double matched = static_cast<double>(acc.pass) / dn;
+      const double table_limit = *tol.limit;
+      const double g_at = value_at(tg, acc.arg_max);
+      const double ulp32 = 32 * ulp_of(dt, g_at);
+      // Limit met if max_abs_error ≤ the table value OR ≤ 32 ULP of the dtype at the golden value of the
+      // element that has the max abs error.
+      const double limit = std::max(table_limit, std::isnan(ulp32) ? 0.0 : ulp32);
+      r.params = {{"rtol", p.rtol}, {"atol", p.atol}, {"max_abs_error_limit", table_limit},
+                  {"required_matched_ratio", ratio_req}};
+      add_figure(r, "matched_ratio", matched, ratio_req, ">=");
+      add_figure(r, "max_abs_error", max_abs, limit, "<=");
+      add_figure(r, "nonfinite_mismatches", static_cast<double>(nfm), 0.0, "<=");
+      r.notes.push_back(fmt::format("max_abs_error limit = max(table {}, 32 ULP of {} at golden {} (index {}) "
+                                    "= {})",
+                                    fmt_g(table_limit), dtype_name(dt), fmt_g(g_at), acc.arg_max, fmt_g(ulp32)));
+      const bool ok_ratio = matched >= ratio_req, ok_max = max_abs <= limit;
+      r.pass = ok_ratio && ok_max && nfm == 0;
+      if (nfm) r.reason = nf_reason;
+      else if (!ok_ratio) r.reason = fmt::format("matched_ratio {} < {}", fmt_g(matched), ratio_req);
+      else if (!ok_max) r.reason = fmt::format("max_abs_error {} > limit {}", fmt_g(max_abs), fmt_g(limit));
+      else r.reason = "all criteria met";
+      if (nfm) {
+        r.min_passing = "none: NaN/Inf mismatches fail at any tolerance";
+      } else {
+        const double s = quantile_at_least(acc.qhist, count_for_ratio(n, ratio_req));
+        r.min_passing = fmt::format("rtol and atol scaled by {:.4g} (rtol={:.4g}, atol={:.4g})", s, s * p.rtol,
+                                    s * p.atol);
+        if (!ok_max) r.min_passing += fmt::format(", and max_abs_error limit >= {}", fmt_g(max_abs));
+        r.notes.push_back("min_passing scale is a bin edge of a 2^(1/16)-step histogram: at most 4.5% above "
+                          "the exact smallest scale");
+      }
+      break;
+    }
+    case Method::stat_rel_err: {
+      const double t = *tol.threshold;
+      r.params = {{"threshold", t}, {"epsilon", 1e-7}};
+      add_figure(r, "nonfinite_mismatches", static_cast<double>(nfm), 0.0, "<=");
+      if (nfm) {
+        r.pass = false;
+        r.reason = nf_reason + "; mere/mare not computed";
+        r.min_passing = "none: NaN/Inf mismatches fail at any threshold";
+        break;
+      }
+      const double mere = acc.sum_rel / dn, mare = acc.max_rel;
+      add_figure(r, "mere", mere, t, "<");
+      add_figure(r, "mare", mare, 10 * t, "<");
+      add_figure(r, "max_abs_error", max_abs);
+      r.pass = mere < t && mare < 10 * t;
+      if (!(mere < t)) r.reason = fmt::format("mere {} >= threshold {}", fmt_g(mere), fmt_g(t));
+      else if (!(mare < 10 * t)) r.reason = fmt::format("mare {} >= 10·threshold {}", fmt_g(mare), fmt_g(10 * t));
+      else r.reason = "all criteria met";
+      double tp = std::max(mere, mare / 10);
+      while (!(mere < tp && mare < 10 * tp)) tp = std::nextafter(tp, kInf);
+      r.min_passing = fmt::format("threshold {}", fmt_g(tp));
+      break;
+    }
+    case Method::close: {
+      const double ptol = *tol.ptol;
+      const std::uint64_t mismatches = n - acc.pass;
+      const double frac = static_cast<double>(mismatches) / dn;
+      r.params = {{"rtol", p.rtol}, {"atol", p.atol}, {"ptol", ptol}};
+      add_figure(r, "mismatch_fraction", frac, ptol, "<=");
+      add_figure(r, "nonfinite_mismatches", static_cast<double>(nfm), 0.0, "<=");
+      add_figure(r, "max_abs_error", max_abs);
+      r.pass = frac <= ptol && nfm == 0;
+      if (nfm) r.reason = nf_reason;
+      else if (!(frac <= ptol)) r.reason = fmt::format("mismatch fraction {} > ptol {}", fmt_g(frac), fmt_g(ptol));
+      else r.reason = "all criteria met";
+      if (nfm) {
+        r.min_passing = "none: NaN/Inf mismatches fail at any tolerance";
+      } else {
+        // Largest allowed mismatch count m (m/n ≤ ptol); the rtol at which at least n − m elements pass.
+        auto allowed = static_cast<std::uint64_t>(std::floor(ptol * dn));
+        while (allowed > 0 && static_cast<double>(allowed) / dn > ptol) --allowed;
+        while (allowed < n && static_cast<double>(allowed + 1) / dn <= ptol) ++allowed;
+        const double rt = quantile_at_least(acc.qhist, n - std::min<std::uint64_t>(allowed, n));
+        r.min_passing = fmt::format("rtol {:.4g} (atol {}, ptol {} fixed)", rt, fmt_g(p.atol), fmt_g(ptol));
+        r.notes.push_back("min_passing rtol is a bin edge of a 2^(1/16)-step histogram: at most 4.5% above "
+                          "the exact smallest rtol");
+      }
+      break;
+    }
+    case Method::cosine: {
+      // Zero norms: both all-zero → identical (cos = 1); only one all-zero → orthogonal (cos = 0).
+      double cosv;
+      if (acc.norm_a == 0 && acc.norm_g == 0) {
+        cosv = 1.0;
+        r.notes.push_back("both tensors are all zero: cosine taken as 1");
+      } else if (acc.norm_a == 0 || acc.norm_g == 0) {
+        cosv = 0.0;
+        r.notes.push_back(fmt::format("{} is all zero: cosine taken as 0", acc.norm_a == 0 ? "actual" : "golden"));
+      } else {
+        cosv = acc.dot / (std::sqrt(acc.norm_a) * std::sqrt(acc.norm_g));
+      }
+      const double rtol = p.rtol;
+      r.params = {{"rtol", rtol}};
+      add_figure(r, "one_minus_cosine", 1 - cosv, rtol, "<=");
+      add_figure(r, "nonfinite_mismatches", static_cast<double>(nfm), 0.0, "<=");
+      add_figure(r, "cosine", cosv);
+      add_figure(r, "max_abs_error", max_abs);
+      r.pass = nfm == 0 && 1 - cosv <= rtol;
+      if (nfm) r.reason = nf_reason;
+      else if (!r.pass) r.reason = fmt::format("1 - cosine {} > rtol {}", fmt_g(1 - cosv), fmt_g(rtol));
+      else r.reason = "all criteria met";
+      r.min_passing = nfm ? "none: NaN/Inf mismatches fail at any tolerance"
+                          : fmt::format("rtol {}", fmt_g(std::max(0.0, 1 - cosv)));
+      if (p.complex) r.notes.push_back("complex: cosine of the real vectors (re, im), i.e. Re(a·conj g)");
+      break;
+    }
+    default: KC_ASSERT(false, "not a float method");
+  }
+  if (p.complex) r.notes.push_back("complex: |a−g| and |g| are complex moduli; worst lists moduli");
+  fill_worst(r, acc.top, ta, tg);
+  return r;
+}
+
+}  // namespace kc::cmp
