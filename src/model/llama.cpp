@@ -1,0 +1,179 @@
+#include "model/llama.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace kc {
+
+using engine::TensorEvent;
+
+const char* llama_arch_name(LlamaArch a) {
+  switch (a) {
+    case LlamaArch::llama:
+      return "llama";
+    case LlamaArch::qwen2:
+      return "qwen2";
+    case LlamaArch::qwen3:
+      return "qwen3";
+  }
+  return "?";
+}
+
+// ============================================================================================ state
+LlamaState::LlamaState(const LlamaConfig& c)
+    : k(c.n_layers), v(c.n_layers), row_width(c.n_kv_heads * c.head_dim) {}
+
+void LlamaState::reserve(std::size_t n_pos) {
+  constexpr std::size_t kCacheGrow = 512;
+  if (n_pos <= capacity) return;
+  const std::size_t cap = (n_pos + kCacheGrow - 1) / kCacheGrow * kCacheGrow;
+  for (auto* cache : {&k, &v})
+    for (auto& layer : *cache) layer.resize(cap * row_width);
+  capacity = cap;
+}
+
+// ============================================================================================ forward
+// Activations of one chunk of T tokens (reused across chunks).
+struct LlamaModel::Scratch {
+  std::vector<float> x;       // [T, D]     residual stream
+  std::vector<float> xn;      // [T, D]     normed input of a block
+  std::vector<float> q;       // [T, nH·hd]
+  std::vector<float> ctx;     // [T, nH·hd] attention output before o_proj
+  std::vector<float> o;       // [T, D]     block output
+  std::vector<float> gate;    // [T, F]
+  std::vector<float> up;      // [T, F]
+  std::vector<float> cos_t;   // [T, rot/2]
+  std::vector<float> sin_t;   // [T, rot/2]
+  std::vector<float> logits;  // [T, V]
+  std::size_t pos0 = 0;       // position of the chunk's first token
+  void resize(const LlamaConfig& c, std::size_t T) {
+    x.resize(T * c.d_model), xn.resize(T * c.d_model), o.resize(T * c.d_model);
+    q.resize(T * c.n_heads * c.head_dim), ctx.resize(T * c.n_heads * c.head_dim);
+    gate.resize(T * c.d_ff), up.resize(T * c.d_ff);
+    cos_t.resize(T * c.head_dim / 2), sin_t.resize(T * c.head_dim / 2);
+    logits.resize(T * c.n_vocab);
+  }
+};
+
+void LlamaModel::report(std::string_view name, int layer, std::size_t pos0, std::size_t rows,
+                        std::size_t cols, float* data) const {
+  if (hook_) hook_(TensorEvent{name, layer, -1, pos0, rows, cols, {data, rows * cols}});
+}
+
+void LlamaModel::attention_block(std::size_t il, LlamaState& st, std::size_t T, Scratch& s) const {
+  const auto& c = config_;
+  const auto& w = weights_.layers[il];
+  const int L = static_cast<int>(il);
+  const std::size_t D = c.d_model, hd = c.head_dim, qs = c.n_heads * hd, kvs = c.n_kv_heads * hd, p0 = s.pos0;
+  float* k_new = st.k[il].data() + p0 * kvs;  // [T, nKV·hd] cache rows of the new tokens
+  float* v_new = st.v[il].data() + p0 * kvs;  // [T, nKV·hd]
+
+  engine::rmsnorm(s.x.data(), w.attn_norm.data(), T, D, c.rms_eps, s.xn.data());  // xn [T, D]
+  report("attn.norm", L, p0, T, D, s.xn.data());
+  engine::gemm_nt(s.xn.data(), T, D, w.wq.data(), qs, s.q.data(), c.qkv_bias ? w.bq.data() : nullptr);
+  engine::gemm_nt(s.xn.data(), T, D, w.wk.data(), kvs, k_new, c.qkv_bias ? w.bk.data() : nullptr);
+  engine::gemm_nt(s.xn.data(), T, D, w.wv.data(), kvs, v_new, c.qkv_bias ? w.bv.data() : nullptr);
+  if (c.qk_norm) {  // Qwen3: RMSNorm over each head's hd dims, before RoPE
+    engine::rmsnorm(s.q.data(), w.q_norm.data(), T * c.n_heads, hd, c.rms_eps, s.q.data());
+    engine::rmsnorm(k_new, w.k_norm.data(), T * c.n_kv_heads, hd, c.rms_eps, k_new);
+  }
+  auto rope = c.rope_style == RopeStyle::rotate_half ? engine::rope_rotate_half : engine::rope_adjacent_pairs;
+  rope(s.q.data(), T, c.n_heads, hd, hd, s.cos_t.data(), s.sin_t.data());
+  rope(k_new, T, c.n_kv_heads, hd, hd, s.cos_t.data(), s.sin_t.data());
+  report("attn.q", L, p0, T, qs, s.q.data());  // [T, nH·hd] after bias, q-norm, RoPE
+  report("attn.k", L, p0, T, kvs, k_new);      // [T, nKV·hd] as cached
+  report("attn.v", L, p0, T, kvs, v_new);      // [T, nKV·hd] as cached
+
+  const engine::AttentionShape shape{c.n_heads, c.n_kv_heads, hd};
+  engine::attention_causal(s.q.data(), T, p0, st.k[il].data(), st.v[il].data(), shape, s.ctx.data(),
+                           hook_ ? &hook_ : nullptr, L);  // ctx [T, nH·hd]
+  report("attn.ctx", L, p0, T, qs, s.ctx.data());
+  engine::gemm_nt(s.ctx.data(), T, qs, w.wo.data(), D, s.o.data());  // o [T, D]
+  report("attn.out", L, p0, T, D, s.o.data());
+  engine::add_inplace(s.x.data(), s.o.data(), T * D);
+}
+
+void LlamaModel::mlp_block(std::size_t il, std::size_t T, Scratch& s) const {
+  const auto& c = config_;
+  const auto& w = weights_.layers[il];
+  const int L = static_cast<int>(il);
+  const std::size_t D = c.d_model, F = c.d_ff, p0 = s.pos0;
+  engine::rmsnorm(s.x.data(), w.mlp_norm.data(), T, D, c.rms_eps, s.xn.data());  // xn [T, D]
+  report("mlp.norm", L, p0, T, D, s.xn.data());
+  engine::gemm_nt(s.xn.data(), T, D, w.w_gate.data(), F, s.gate.data());  // gate [T, F]
+  engine::gemm_nt(s.xn.data(), T, D, w.w_up.data(), F, s.up.data());      // up   [T, F]
+  report("mlp.gate", L, p0, T, F, s.gate.data());
+  report("mlp.up", L, p0, T, F, s.up.data());
+  engine::silu_mul(s.gate.data(), s.up.data(), T * F, s.gate.data());  // act  [T, F]
+  report("mlp.act", L, p0, T, F, s.gate.data());
+  engine::gemm_nt(s.gate.data(), T, F, w.w_down.data(), D, s.o.data());  // o    [T, D]
+  report("mlp.out", L, p0, T, D, s.o.data());
+  engine::add_inplace(s.x.data(), s.o.data(), T * D);
+}
+
+void LlamaModel::layer(std::size_t il, LlamaState& st, std::size_t T, Scratch& s) const {
+  attention_block(il, st, T, s);  // x += attn(norm(x))
+  mlp_block(il, T, s);            // x += mlp(norm(x))
+  report("hidden", static_cast<int>(il), s.pos0, T, config_.d_model, s.x.data());
+}
+
+// One chunk of T tokens at positions st.pos … st.pos+T-1: logits into s.logits [T, V].
+void LlamaModel::forward(LlamaState& st, std::span<const std::int32_t> tokens, Scratch& s) const {
+  const auto& c = config_;
+  const std::size_t T = tokens.size(), D = c.d_model;
+  s.resize(c, T);
+  s.pos0 = st.pos;
+  st.reserve(st.pos + T);
+  for (std::size_t t = 0; t < T; ++t)  // x [T, D] = embed[tokens]
+    std::memcpy(&s.x[t * D], &weights_.embed[static_cast<std::size_t>(tokens[t]) * D], D * sizeof(float));
+  report("embed", -1, s.pos0, T, D, s.x.data());
+  engine::rope_tables(inv_freq_, s.pos0, T, s.cos_t.data(), s.sin_t.data());  // [T, hd/2]
+  for (std::size_t il = 0; il < c.n_layers; ++il) layer(il, st, T, s);
+  st.pos += T;
+  engine::rmsnorm(s.x.data(), weights_.final_norm.data(), T, D, c.rms_eps, s.xn.data());
+  report("final.norm", -1, s.pos0, T, D, s.xn.data());
+  const auto& head = c.tied_embeddings ? weights_.embed : weights_.lm_head;
+  engine::gemm_nt(s.xn.data(), T, D, head.data(), c.n_vocab, s.logits.data());  // logits [T, V]
+  report("logits", -1, s.pos0, T, c.n_vocab, s.logits.data());
+}
+
+void LlamaModel::check_tokens(std::span<const std::int32_t> tokens) const {
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || static_cast<std::size_t>(tokens[i]) >= config_.n_vocab)
+      fail("tokens: token {}: expected an id in [0, {}), got {}", i, config_.n_vocab, tokens[i]);
+}
+
+void LlamaModel::prefill(LlamaState& st, std::span<const std::int32_t> tokens, const LogitsSink& sink) const {
+  check_tokens(tokens);
+  st.reserve(st.pos + tokens.size());  // one allocation per layer: growing chunk by chunk fragments the heap
+  Scratch s;
+  for (std::size_t b = 0; b < tokens.size(); b += kPrefillChunk) {
+    const std::size_t n = std::min(kPrefillChunk, tokens.size() - b);
+    forward(st, tokens.subspan(b, n), s);
+    if (sink) sink(s.pos0, n, {s.logits.data(), n * config_.n_vocab});
+  }
+}
+
+std::vector<float> LlamaModel::prefill(LlamaState& st, std::span<const std::int32_t> tokens) const {
+  std::vector<float> out(tokens.size() * config_.n_vocab);
+  const std::size_t first = st.pos;
+  prefill(st, tokens, [&](std::size_t pos0, std::size_t, std::span<const float> logits) {
+    std::copy(logits.begin(), logits.end(), out.begin() + (pos0 - first) * config_.n_vocab);
+  });
+  return out;
+}
+
+std::vector<float> LlamaModel::decode(LlamaState& st, std::int32_t token) const {
+  check_tokens({&token, 1});
+  Scratch s;
+  forward(st, {&token, 1}, s);
+  return std::move(s.logits);
+}
+
+}  // namespace kc

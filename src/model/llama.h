@@ -1,0 +1,143 @@
+// kerncheck's f32 reference engine for the Llama family: Llama / SmolLM2, Qwen2 (q/k/v bias), Qwen3 (q/k
+// RMSNorm, explicit head_dim). Weights come from a GGUF file (dequantized to f32) or an HF checkpoint
+// (config.json + safetensors), all held in f32; every op runs in f32 (src/ops/engine_ops.h).
+//
+// The forward pass is one short function per block (attention_block, mlp_block, layer, forward) over
+// explicit structs: LlamaWeights (read-only) and LlamaState (the KV cache). Named intermediate tensors
+// are reported to an optional hook (docs/engine.md lists them), which may also change them in place.
+//
+// Example:
+//   auto model = kc::LlamaModel::load("SmolLM2-135M-Instruct.Q4_1.gguf");
+//   kc::LlamaState state(model.config());
+//   std::vector<float> logits = model.prefill(state, tokens);  // [T, V]
+//   std::vector<float> next = model.decode(state, 42);          // [V], position T
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ops/engine_ops.h"
+
+namespace kc {
+
+enum class LlamaArch { llama, qwen2, qwen3 };
+const char* llama_arch_name(LlamaArch a);
+
+// How RoPE pairs the dims of a head: rotate-half (HF: i with i + hd/2) or adjacent pairs (llama.cpp NORM:
+// 2i with 2i+1, which GGUF files' Q/K row permutation is made for).
+enum class RopeStyle { rotate_half, adjacent_pairs };
+
+struct LlamaConfig {
+  LlamaArch arch = LlamaArch::llama;
+  std::size_t n_vocab = 0, d_model = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, d_ff = 0;
+  std::size_t n_ctx_train = 0;  // max_position_embeddings / context_length (informational)
+  float rms_eps = 1e-6f;
+  engine::RopeParams rope;
+  RopeStyle rope_style = RopeStyle::rotate_half;
+  bool qkv_bias = false;         // Qwen2
+  bool qk_norm = false;          // Qwen3
+  bool tied_embeddings = false;  // lm_head = token embedding
+};
+
+struct LlamaLayerWeights {
+  std::vector<float> attn_norm;       // [D]
+  std::vector<float> wq;              // [nH·hd, D]
+  std::vector<float> wk;              // [nKV·hd, D]
+  std::vector<float> wv;              // [nKV·hd, D]
+  std::vector<float> bq, bk, bv;      // [nH·hd], [nKV·hd], [nKV·hd]   (Qwen2; else empty)
+  std::vector<float> q_norm, k_norm;  // [hd], [hd]                      (Qwen3; else empty)
+  std::vector<float> wo;              // [D, nH·hd]
+  std::vector<float> mlp_norm;        // [D]
+  std::vector<float> w_gate, w_up;    // [F, D]
+  std::vector<float> w_down;          // [D, F]
+};
+
+struct LlamaWeights {
+  std::vector<float> embed;  // [V, D]
+  std::vector<LlamaLayerWeights> layers;
+  std::vector<float> final_norm;  // [D]
+  std::vector<float> lm_head;     // [V, D]; empty when tied (embed is used)
+};
+
+// Named f32 weights of a checkpoint, addressed by HF names ("model.layers.3.self_attn.q_proj.weight") with
+// HF shapes ([out, in] for matrices). A GGUF source translates names, reverses its dims and undoes the Q/K
+// row permutation (unless asked for adjacent-pair RoPE).
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  virtual const std::string& path() const = 0;
+  // `name` quoted as the file spells it, for messages: "'blk.1.ffn_up.weight'
+  // (model.layers.1.mlp.up_proj.weight)".
+  virtual std::string display_name(const std::string& name) const { return "'" + name + "'"; }
+  virtual std::optional<std::vector<std::int64_t>> shape(const std::string& name) const = 0;
+  virtual void read_f32(const std::string& name, std::span<float> out) const = 0;  // out.size() == numel
+};
+
+struct LlamaLoadOptions {
+  // GGUF only: keep the file's Q/K row order and rotate adjacent pairs (as llama.cpp does) instead of
+  // undoing the permutation and rotating halves (as transformers does). Same math, different rounding.
+  bool gguf_adjacent_pairs = false;
+};
+
+// The KV cache and position of one sequence. Grows on demand (whole chunks of kCacheGrow positions).
+struct LlamaState {
+  explicit LlamaState(const LlamaConfig& c);
+  std::size_t pos = 0;                // tokens already in the cache
+  std::size_t capacity = 0;           // positions allocated per layer
+  std::vector<std::vector<float>> k;  // [n_layers][capacity, nKV·hd] (after k-norm and RoPE)
+  std::vector<std::vector<float>> v;  // [n_layers][capacity, nKV·hd]
+  std::size_t row_width = 0;          // nKV·hd
+  void reserve(std::size_t n_pos);
+};
+
+// Receives logits rows as prefill produces them: logits [rows, V] for positions pos0 … pos0+rows-1.
+using LogitsSink = std::function<void(std::size_t pos0, std::size_t rows, std::span<const float> logits)>;
+
+class LlamaModel {
+ public:
+  // A .gguf file or an HF checkpoint folder (config.json + model.safetensors[.index.json]). Throws
+  // kc::Error naming the file and field for unsupported architectures and missing or mis-shaped tensors.
+  static LlamaModel load(const std::string& path, const LlamaLoadOptions& opt = {});
+  // From a parsed config and a weight source (what load() does after reading the metadata).
+  static LlamaModel from_source(const LlamaConfig& config, const WeightSource& src);
+
+  const LlamaConfig& config() const { return config_; }
+  const LlamaWeights& weights() const { return weights_; }
+
+  // Tokens enter at state.pos; the prompt runs in chunks of kPrefillChunk tokens through the KV cache, so
+  // memory stays bounded at any length. Returns logits [T, V] (the sink overload hands them out per chunk
+  // instead: a long prompt then never holds [T, V]).
+  std::vector<float> prefill(LlamaState& state, std::span<const std::int32_t> tokens) const;
+  void prefill(LlamaState& state, std::span<const std::int32_t> tokens, const LogitsSink& sink) const;
+  // One token at state.pos: logits [V] (GEMV path).
+  std::vector<float> decode(LlamaState& state, std::int32_t token) const;
+
+  // Named intermediate tensors go to this hook (nullptr: none). See engine::TensorEvent.
+  void set_hook(engine::TensorHook hook) { hook_ = std::move(hook); }
+
+  static constexpr std::size_t kPrefillChunk = 256;
+
+ private:
+  struct Scratch;
+  void forward(LlamaState& state, std::span<const std::int32_t> tokens, Scratch& s) const;
+  void attention_block(std::size_t il, LlamaState& state, std::size_t T, Scratch& s) const;
+  void mlp_block(std::size_t il, std::size_t T, Scratch& s) const;
+  void layer(std::size_t il, LlamaState& state, std::size_t T, Scratch& s) const;
+  void check_tokens(std::span<const std::int32_t> tokens) const;
+  void report(std::string_view name, int layer, std::size_t pos0, std::size_t rows, std::size_t cols,
+              float* data) const;
+
+  LlamaConfig config_;
+  LlamaWeights weights_;
+  std::vector<float> inv_freq_;  // [rot_dim/2]
+  engine::TensorHook hook_;
+};
+
+// Config readers (exposed for tests): HF config.json text, GGUF metadata via the file.
+LlamaConfig llama_config_from_hf_json(const std::string& json_text, const std::string& path);
+
+}  // namespace kc

@@ -1,0 +1,202 @@
+#include "ops/engine_ops.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <numbers>
+
+#include "core/error.h"
+#include "core/parallel.h"
+
+namespace kc::engine {
+namespace {
+
+// GEMM tiles. Fixed sizes (functions of the shape only), so the same tile computes the same element for
+// any thread count. Each tile is one sgemm call that packs its rows of x again, so narrow tiles cost
+// packing time; 128 columns of a 576-wide weight still give 5 tiles to share among threads, and the LM
+// head (49152 rows) gets 512-column tiles.
+std::size_t gemm_tile_cols(std::size_t n) { return n >= 8192 ? 512 : 128; }
+constexpr std::size_t kGemmTileRows = 512;
+
+// Pointwise ops: chunks of whole rows, about this many elements each.
+constexpr std::size_t kPointwiseChunk = 1 << 15;
+
+std::size_t rows_per_chunk(std::size_t d) {
+  return std::max<std::size_t>(1, kPointwiseChunk / std::max<std::size_t>(d, 1));
+}
+
+}  // namespace
+
+void init_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+void sgemm_nt_serial(const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c,
+                     std::size_t ldc, std::size_t m, std::size_t n, std::size_t k) {
+  if (m == 0 || n == 0) return;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), static_cast<blasint>(n),
+              static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f,
+              c, static_cast<blasint>(ldc));
+}
+
+void sgemm_nn_serial(const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c,
+                     std::size_t ldc, std::size_t m, std::size_t n, std::size_t k) {
+  if (m == 0 || n == 0) return;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),
+              static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f,
+              c, static_cast<blasint>(ldc));
+}
+
+void gemm_nt(const float* x, std::size_t m, std::size_t k, const float* w, std::size_t n, float* y,
+             const float* bias) {
+  init_blas();
+  if (m == 0 || n == 0) return;
+  const std::size_t nb = gemm_tile_cols(n);
+  const std::size_t col_tiles = chunk_count(n, nb);
+  const std::size_t row_tiles = chunk_count(m, kGemmTileRows);
+  parallel_for(row_tiles * col_tiles, 1, [&](std::size_t tile, std::size_t, std::size_t) {
+    const std::size_t r0 = (tile / col_tiles) * kGemmTileRows, r1 = std::min(m, r0 + kGemmTileRows);
+    const std::size_t c0 = (tile % col_tiles) * nb, c1 = std::min(n, c0 + nb);
+    if (m == 1) {  // decode: y[c0:c1] = w[c0:c1, :] · x (a GEMV reads the weight once, no packing)
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(c1 - c0), static_cast<blasint>(k), 1.0f,
+                  w + c0 * k, static_cast<blasint>(k), x, 1, 0.0f, y + c0, 1);
+    } else {
+      sgemm_nt_serial(x + r0 * k, k, w + c0 * k, k, y + r0 * n + c0, n, r1 - r0, c1 - c0, k);
+    }
+    if (bias)
+      for (std::size_t r = r0; r < r1; ++r)
+        for (std::size_t c = c0; c < c1; ++c) y[r * n + c] += bias[c];
+  });
+}
+
+void rmsnorm(const float* x, const float* w, std::size_t rows, std::size_t d, float eps, float* y) {
+  parallel_for(rows, rows_per_chunk(d), [&](std::size_t, std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * d;
+      float* yr = y + r * d;
+      double ss = 0;  // sum of squares in f64: the mean is then correctly rounded to f32 in practice
+      for (std::size_t i = 0; i < d; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+      const float var = static_cast<float>(ss / static_cast<double>(d));
+      const float inv = 1.0f / std::sqrt(var + eps);
+      for (std::size_t i = 0; i < d; ++i) yr[i] = w[i] * (xr[i] * inv);
+    }
+  });
+}
+
+void silu_mul(const float* gate, const float* up, std::size_t n, float* out) {
+  parallel_for(n, kPointwiseChunk, [&](std::size_t, std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      const float g = gate[i];
+      out[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+  });
+}
+
+void add_inplace(float* y, const float* x, std::size_t n) {
+  parallel_for(n, kPointwiseChunk, [&](std::size_t, std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) y[i] += x[i];
+  });
+}
+
+void softmax_rows(float* x, std::size_t rows, std::size_t n) {
+  parallel_for(rows, rows_per_chunk(n), [&](std::size_t, std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
+      float* xr = x + r * n;
+      float mx = -INFINITY;
+      for (std::size_t i = 0; i < n; ++i) mx = std::max(mx, xr[i]);
+      float sum = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        xr[i] = std::exp(xr[i] - mx);
+        sum += xr[i];
+      }
+      const float inv = 1.0f / sum;
+      for (std::size_t i = 0; i < n; ++i) xr[i] *= inv;
+    }
+  });
+}
+
+std::vector<float> rope_inv_freq(const RopeParams& p, std::size_t rot_dim) {
+  KC_ASSERT(rot_dim % 2 == 0 && rot_dim > 0, "rope: rot_dim {} must be even", rot_dim);
+  std::vector<float> inv(rot_dim / 2);
+  for (std::size_t i = 0; i < inv.size(); ++i) {
+    // transformers: 1 / theta ** (arange(0, dim, 2).float() / dim), all in f32
+    const float expo = static_cast<float>(2 * i) / static_cast<float>(rot_dim);
+    inv[i] = 1.0f / static_cast<float>(std::pow(static_cast<double>(static_cast<float>(p.theta)), expo));
+  }
+  if (p.scaling == RopeScaling::linear) {
+    for (auto& f : inv) f = f / static_cast<float>(p.factor);
+  } else if (p.scaling == RopeScaling::llama3) {
+    // transformers _compute_llama3_parameters: long wavelengths divided by factor, short ones kept,
+    // a smooth blend in between.
+    const double low_wavelen = p.original_max_position / p.low_freq_factor;
+    const double high_wavelen = p.original_max_position / p.high_freq_factor;
+    for (auto& f : inv) {
+      const double wavelen = 2 * std::numbers::pi / f;
+      const double scaled = wavelen > low_wavelen ? f / p.factor : f;
+      if (wavelen < high_wavelen || wavelen > low_wavelen) {
+        f = static_cast<float>(scaled);
+      } else {
+        const double smooth = (p.original_max_position / wavelen - p.low_freq_factor) /
+                              (p.high_freq_factor - p.low_freq_factor);
+        f = static_cast<float>((1 - smooth) * scaled / p.factor + smooth * scaled);
+      }
+    }
+  }
+  return inv;
+}
+
+void rope_tables(std::span<const float> inv_freq, std::size_t pos0, std::size_t n_pos, float* cos_t,
+                 float* sin_t) {
+  const std::size_t half = inv_freq.size();
+  for (std::size_t t = 0; t < n_pos; ++t) {
+    const float pos = static_cast<float>(pos0 + t);
+    for (std::size_t i = 0; i < half; ++i) {
+      const float angle = pos * inv_freq[i];  // f32 product, as transformers' inv_freq @ position_ids
+      cos_t[t * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+      sin_t[t * half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+    }
+  }
+}
+
+void rope_rotate_half(float* x, std::size_t rows, std::size_t n_heads, std::size_t head_dim,
+                      std::size_t rot_dim, const float* cos_t, const float* sin_t) {
+  const std::size_t half = rot_dim / 2;
+  parallel_for(rows, rows_per_chunk(n_heads * head_dim), [&](std::size_t, std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
+      const float* c = cos_t + r * half;
+      const float* s = sin_t + r * half;
+      for (std::size_t h = 0; h < n_heads; ++h) {
+        float* xh = x + (r * n_heads + h) * head_dim;
+        for (std::size_t i = 0; i < half; ++i) {
+          const float a = xh[i], b = xh[i + half];
+          xh[i] = a * c[i] - b * s[i];  // x·cos + rotate_half(x)·sin, rotate_half = (−x2, x1)
+          xh[i + half] = b * c[i] + a * s[i];
+        }
+      }
+    }
+  });
+}
+
+void rope_adjacent_pairs(float* x, std::size_t rows, std::size_t n_heads, std::size_t head_dim,
+                         std::size_t rot_dim, const float* cos_t, const float* sin_t) {
+  const std::size_t half = rot_dim / 2;
+  parallel_for(rows, rows_per_chunk(n_heads * head_dim), [&](std::size_t, std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
+      const float* c = cos_t + r * half;
+      const float* s = sin_t + r * half;
+      for (std::size_t h = 0; h < n_heads; ++h) {
+        float* xh = x + (r * n_heads + h) * head_dim;
+        for (std::size_t i = 0; i < half; ++i) {
+          const float a = xh[2 * i], b = xh[2 * i + 1];
+          xh[2 * i] = a * c[i] - b * s[i];
+          xh[2 * i + 1] = b * c[i] + a * s[i];
+        }
+      }
+    }
+  });
+}
+
+}  // namespace kc::engine

@@ -1,0 +1,249 @@
+// The Llama-family engine against transformers' f32 logits on the tiny fixtures (made by
+// /work/shared/tools/make_models.py, committed under tests/data/fixtures/): prefill and cached decode,
+// determinism across thread counts and prefill chunking, the tensor hook, and bad checkpoints.
+#include "model/llama.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+
+#include "core/error.h"
+#include "core/parallel.h"
+#include "io/safetensors.h"
+
+namespace kc {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fixture(const std::string& name) { return std::string(KC_TEST_DATA) + "/fixtures/" + name; }
+
+std::vector<float> f32_of(const Tensor& t) {
+  EXPECT_EQ(t.dtype, DType::float32) << t.origin;
+  std::vector<float> v(t.numel());
+  std::memcpy(v.data(), t.bytes.data(), v.size() * sizeof(float));
+  return v;
+}
+
+struct Reference {
+  std::vector<std::int32_t> ids;
+  std::vector<float> logits;         // [T, V]
+  std::vector<float> decode_logits;  // [n, V]: row j predicts token P+j (= logits row P-1+j)
+  std::size_t decode_start = 0;      // P-1
+};
+
+Reference read_reference(const std::string& dir) {
+  const auto f = SafetensorsFile::open(dir + "/reference.safetensors");
+  Reference r;
+  const Tensor ids = f.tensor("input_ids");
+  for (std::size_t i = 0; i < ids.numel(); ++i) {
+    std::int64_t x;
+    std::memcpy(&x, ids.bytes.data() + 8 * i, 8);
+    r.ids.push_back(static_cast<std::int32_t>(x));
+  }
+  r.logits = f32_of(f.tensor("logits"));
+  r.decode_logits = f32_of(f.tensor("decode_logits"));
+  std::int64_t s;
+  std::memcpy(&s, f.tensor("decode_start").bytes.data(), 8);
+  r.decode_start = static_cast<std::size_t>(s);
+  return r;
+}
+
+// max over elements of |ours − ref| / (1e-4·(1 + |ref|)): the bound is ≤ 1.
+double worst_ratio(std::span<const float> ours, std::span<const float> ref) {
+  EXPECT_EQ(ours.size(), ref.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i)
+    worst =
+        std::max(worst, std::abs(static_cast<double>(ours[i]) - ref[i]) / (1e-4 * (1 + std::abs(ref[i]))));
+  return worst;
+}
+
+class TinyFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TinyFixture, PrefillAndCachedDecodeMatchTransformers) {
+  const auto dir = fixture(GetParam());
+  const auto model = LlamaModel::load(dir);
+  const auto ref = read_reference(dir);
+  const std::size_t V = model.config().n_vocab, T = ref.ids.size();
+  ASSERT_EQ(ref.logits.size(), T * V);
+
+  LlamaState st(model.config());
+  const auto logits = model.prefill(st, ref.ids);
+  EXPECT_LE(worst_ratio(logits, ref.logits), 1.0);
+  EXPECT_EQ(st.pos, T);
+
+  // Cached decode as transformers ran it: prefill [0, P), then one token at a time.
+  const std::size_t P = ref.decode_start + 1, n = ref.decode_logits.size() / V;
+  LlamaState ds(model.config());
+  const auto pre = model.prefill(ds, std::span(ref.ids).first(P));
+  std::vector<float> dec(pre.end() - V, pre.end());  // row P-1 predicts token P
+  for (std::size_t t = P; t < P + n - 1; ++t) {
+    const auto row = model.decode(ds, ref.ids[t]);
+    dec.insert(dec.end(), row.begin(), row.end());
+  }
+  EXPECT_LE(worst_ratio(dec, ref.decode_logits), 1.0);
+  // prefill and decode paths agree to f32 rounding
+  EXPECT_LE(worst_ratio(dec, std::span(logits).subspan((P - 1) * V, n * V)), 0.1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, TinyFixture, ::testing::Values("llama-tiny", "qwen3-tiny"));
+
+TEST(Llama, ConfigFromFixtures) {
+  const auto l = LlamaModel::load(fixture("llama-tiny")).config();
+  EXPECT_EQ(l.arch, LlamaArch::llama);
+  EXPECT_EQ(l.head_dim, 16u);
+  EXPECT_TRUE(l.tied_embeddings);
+  EXPECT_FALSE(l.qk_norm);
+  const auto q = LlamaModel::load(fixture("qwen3-tiny")).config();
+  EXPECT_EQ(q.arch, LlamaArch::qwen3);
+  EXPECT_EQ(q.head_dim, 32u);  // explicit head_dim ≠ hidden/heads (16)
+  EXPECT_TRUE(q.qk_norm);
+  EXPECT_DOUBLE_EQ(q.rope.theta, 10000.0);
+}
+
+// Bitwise the same logits for any thread count, and for one prefill or the same tokens split over calls
+// at chunk boundaries (the KV cache carries the state).
+TEST(Llama, DeterministicAcrossThreadsAndCalls) {
+  const auto model = LlamaModel::load(fixture("qwen3-tiny"));
+  std::vector<std::int32_t> ids(300);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 7919 + 13) % 512);
+  std::vector<float> first;
+  for (int threads : {1, 2, 3}) {
+    set_thread_count(threads);
+    LlamaState st(model.config());
+    const auto l = model.prefill(st, ids);
+    if (first.empty()) first = l;
+    ASSERT_EQ(0, std::memcmp(l.data(), first.data(), l.size() * sizeof(float))) << "threads " << threads;
+  }
+  set_thread_count(0);
+  LlamaState st(model.config());
+  auto a = model.prefill(st, std::span(ids).first(LlamaModel::kPrefillChunk));
+  const auto b = model.prefill(st, std::span(ids).subspan(LlamaModel::kPrefillChunk));
+  a.insert(a.end(), b.begin(), b.end());
+  EXPECT_EQ(0, std::memcmp(a.data(), first.data(), a.size() * sizeof(float)));
+}
+
+TEST(Llama, HookSeesNamedTensorsAndCanChangeThem) {
+  auto model = LlamaModel::load(fixture("qwen3-tiny"));
+  const std::vector<std::int32_t> ids{1, 2, 3, 4, 5};
+  std::set<std::pair<std::string, int>> seen;
+  std::mutex mu;
+  model.set_hook([&](const engine::TensorEvent& e) {
+    std::lock_guard<std::mutex> g(mu);
+    seen.insert({std::string(e.name), e.layer});
+    EXPECT_EQ(e.data.size(), e.rows * e.cols);
+    if (e.name == "final.norm") std::fill(e.data.begin(), e.data.end(), 0.0f);  // → logits all zero
+  });
+  LlamaState st(model.config());
+  const auto logits = model.prefill(st, ids);
+  for (float x : logits) ASSERT_EQ(x, 0.0f);
+  for (int l = 0; l < 3; ++l)
+    for (const char* n : {"attn.norm", "attn.q", "attn.k", "attn.v", "attn.p", "attn.ctx", "attn.out",
+                          "mlp.norm", "mlp.gate", "mlp.up", "mlp.act", "mlp.out", "hidden"})
+      EXPECT_TRUE(seen.count({n, l})) << n << " layer " << l;
+  for (const char* n : {"embed", "final.norm", "logits"}) EXPECT_TRUE(seen.count({n, -1})) << n;
+}
+
+// ---------------------------------------------------------------------------------------------- bad input
+// A copy of llama-tiny with its config edited or a tensor dropped / reshaped.
+struct BadCheckpoint {
+  fs::path dir = fs::temp_directory_path() / ("kc_llama_bad_" + std::to_string(::getpid()));
+  BadCheckpoint() {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::copy(fixture("llama-tiny") + "/config.json", dir / "config.json");
+    fs::copy(fixture("llama-tiny") + "/model.safetensors", dir / "model.safetensors");
+  }
+  ~BadCheckpoint() { fs::remove_all(dir); }
+  void edit_config(const std::string& from, const std::string& to) {
+    std::ifstream in(dir / "config.json");
+    std::string s((std::istreambuf_iterator<char>(in)), {});
+    const auto at = s.find(from);
+    ASSERT_NE(at, std::string::npos);
+    s.replace(at, from.size(), to);
+    std::ofstream(dir / "config.json") << s;
+  }
+  void rewrite_tensors(const std::string& drop, const std::string& reshape) {
+    const auto f = SafetensorsFile::open(fixture("llama-tiny") + "/model.safetensors");
+    std::vector<NamedTensor> out;
+    for (const auto& n : f.names()) {
+      if (n == drop) continue;
+      Tensor t = f.tensor(n);
+      if (n == reshape) t.shape = {t.shape[1], t.shape[0]};
+      out.push_back({n, t});
+    }
+    write_safetensors((dir / "model.safetensors").string(), out);
+  }
+  std::string load_error() {
+    try {
+      LlamaModel::load(dir.string());
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+};
+
+TEST(LlamaBadInput, UnsupportedArchitecture) {
+  BadCheckpoint b;
+  b.edit_config("\"model_type\": \"llama\"", "\"model_type\": \"gpt2\"");
+  const auto msg = b.load_error();
+  EXPECT_NE(
+      msg.find(
+          "config.json: model_type: expected a supported architecture (llama, qwen2, qwen3), got 'gpt2'"),
+      std::string::npos)
+      << msg;
+}
+
+TEST(LlamaBadInput, MissingTensor) {
+  BadCheckpoint b;
+  b.rewrite_tensors("model.layers.1.mlp.up_proj.weight", "");
+  const auto msg = b.load_error();
+  EXPECT_NE(
+      msg.find("tensor 'model.layers.1.mlp.up_proj.weight': expected present (llama checkpoint, shape [160, "
+               "64]), got missing"),
+      std::string::npos)
+      << msg;
+}
+
+TEST(LlamaBadInput, WrongShape) {
+  BadCheckpoint b;
+  b.rewrite_tensors("", "model.layers.2.self_attn.k_proj.weight");
+  const auto msg = b.load_error();
+  EXPECT_NE(
+      msg.find("tensor 'model.layers.2.self_attn.k_proj.weight': shape: expected [32, 64], got [64, 32]"),
+      std::string::npos)
+      << msg;
+}
+
+TEST(LlamaBadInput, ConfigFields) {
+  BadCheckpoint b;
+  b.edit_config("\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3");
+  EXPECT_NE(b.load_error().find("num_key_value_heads: expected a divisor of num_attention_heads 4, got 3"),
+            std::string::npos);
+  EXPECT_THROW(llama_config_from_hf_json("{\"model_type\": \"llama\"}", "x.json"), Error);
+  EXPECT_THROW(llama_config_from_hf_json("not json", "x.json"), Error);
+  EXPECT_THROW(LlamaModel::load("/nonexistent/model.gguf"), Error);
+}
+
+TEST(LlamaBadInput, TokenOutOfRange) {
+  const auto model = LlamaModel::load(fixture("llama-tiny"));
+  LlamaState st(model.config());
+  const std::vector<std::int32_t> ids{1, 512};
+  try {
+    model.prefill(st, ids);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "tokens: token 1: expected an id in [0, 512), got 512");
+  }
+}
+
+}  // namespace
+}  // namespace kc
