@@ -18,7 +18,10 @@ std::size_t shape_numel(const Shape& s) {
 
 std::string shape_text(const Shape& s) {
   std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) out += 'x';
+    out += std::to_string(s[i]);
+  }
   return out.empty() ? "scalar" : out;
 }
 
@@ -28,7 +31,8 @@ double Params::get(const std::string& key, double fallback) const {
 }
 
 bool OpDef::accepts_output(DType d) const {
-  if (!output_dtypes.empty()) return std::find(output_dtypes.begin(), output_dtypes.end(), d) != output_dtypes.end();
+  if (!output_dtypes.empty())
+    return std::find(output_dtypes.begin(), output_dtypes.end(), d) != output_dtypes.end();
   return std::find(output_kinds.begin(), output_kinds.end(), dtype_info(d).kind) != output_kinds.end();
 }
 
@@ -92,12 +96,18 @@ Registry& registry() {
 
 double round_to(DType d, double x) {
   switch (d) {
-    case DType::float64: return x;
-    case DType::float32: return static_cast<double>(static_cast<float>(x));
-    case DType::bfloat16: return bf16_to_f32(f32_to_bf16(x));
-    case DType::float16: return f16_to_f32(f32_to_f16(x));
-    case DType::hifloat32: return to_hifloat32(x);
-    default: break;
+    case DType::float64:
+      return x;
+    case DType::float32:
+      return static_cast<double>(static_cast<float>(x));
+    case DType::bfloat16:
+      return bf16_to_f32(f32_to_bf16(x));
+    case DType::float16:
+      return f16_to_f32(f32_to_f16(x));
+    case DType::hifloat32:
+      return to_hifloat32(x);
+    default:
+      break;
   }
   double out = 0;
   std::uint8_t buf[8] = {};
