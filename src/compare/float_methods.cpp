@@ -5,6 +5,8 @@
 // neutralised (a rare scalar path), then a branch-free kernel with kLanes independent accumulators
 // computes the method's sums, counts and maxima (vectorised), and writes each element's "score" so the
 // worst-10 list only looks at a block when its maximum beats the current 10th place.
+// mixed and stat_rel_err on real dtypes first try a fused pass per block (fused_block: loads straight
+// from the tensor bytes, same arithmetic lane for lane); a block with a NaN/inf falls back to the above.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,6 +21,10 @@
 #include "core/parallel.h"
 #include "numeric/formats.h"
 
+#if defined(__F16C__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace kc::cmp {
 namespace {
 
@@ -29,10 +35,12 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 #pragma GCC diagnostic ignored "-Wpsabi"
 typedef double v8d __attribute__((vector_size(64)));
 typedef std::int64_t v8l __attribute__((vector_size(64)));
+typedef std::uint64_t v8ul __attribute__((vector_size(64)));
 typedef float v8f __attribute__((vector_size(32)));
 typedef std::uint8_t v64u8 __attribute__((vector_size(64)));
 typedef std::uint8_t v8u8 __attribute__((vector_size(8)));
 typedef std::uint16_t v8u16 __attribute__((vector_size(16)));
+typedef std::uint32_t v8u32 __attribute__((vector_size(32)));
 inline v8d load8(const double* p) {
   v8d v;
   std::memcpy(&v, p, sizeof v);
@@ -59,38 +67,67 @@ inline std::int64_t floor_log10_pow2(std::int64_t e2) { return (e2 * 78913) >> 1
 bool check_floor_log10_pow2() {
   for (std::int64_t e = -1100; e <= 1100; ++e) {
     // floor(e·log10 2) from long double, away from the (never hit) integer boundaries
-    const auto ref = static_cast<std::int64_t>(std::floor(static_cast<long double>(e) * 0.30102999566398119521L));
+    const auto ref =
+        static_cast<std::int64_t>(std::floor(static_cast<long double>(e) * 0.30102999566398119521L));
     if (floor_log10_pow2(e) != ref) return false;
   }
   return true;
 }
 
-void decade_buckets(const double* d, std::size_t n, std::uint8_t* out) {
+bool floor_log10_ok() {
   static const bool ok = check_floor_log10_pow2();
-  KC_ASSERT(ok, "floor_log10_pow2 is wrong");
+  return ok;
+}
+
+// Decade buckets of 8 non-negative errors (NaN → the last bucket), as bytes.
+inline v8u8 decade8(v8d x) {
 #if defined(__GNUC__) && !defined(__clang__)
   v8d lo, hi;
   std::memcpy(&lo, kPow10, 64);
   std::memcpy(&hi, kPow10 + 8, 64);
+  const v8l bits = (v8l)x;
+  const v8l e2 = ((bits >> 52) & 0x7FF) - 1023;
+#if defined(__AVX512F__)
+  // floor_log10_pow2 with a 32×32→64 multiply (one µop; the 64-bit vpmullq is three)
+  const v8l k0 = (v8l)_mm512_mul_epi32((__m512i)e2, _mm512_set1_epi64(78913)) >> 18;
+#else
+  const v8l k0 = e2 * 78913 >> 18;
+#endif
+  v8l below = k0 + 12;
+  below = below < 0 ? 0 : below;
+  below = below > 15 ? 15 : below;
+  // Table indices of 10^k0 and 10^(k0+1); outside the 15 edges → 15 (+inf). Unsigned compares: one test
+  // covers both ends.
+  v8l t0 = k0 + 12, t1 = k0 + 13;
+  t0 = (v8ul)t0 > 14 ? 15 : t0;
+  t1 = (v8ul)t1 > 14 ? 15 : t1;
+  const v8d p0 = __builtin_shuffle(lo, hi, t0), p1 = __builtin_shuffle(lo, hi, t1);
+  v8l b = 1 + below - (x > p0) - (x > p1);  // a true comparison is −1
+  b = bits == 0 ? 0 : b;
+  return __builtin_convertvector(b, v8u8);
+#else
+  v8u8 b;
+  for (int j = 0; j < kLanes; ++j) b[j] = static_cast<std::uint8_t>(hist_bucket(x[j]));
+  return b;
+#endif
+}
+
+void decade_buckets(const double* d, std::size_t n, std::uint8_t* out) {
+  KC_ASSERT(floor_log10_ok(), "floor_log10_pow2 is wrong");
   for (std::size_t i = 0; i < n; i += kLanes) {
-    const v8d x = load8(d + i);
-    const v8l bits = (v8l)x;
-    const v8l k0 = (((bits >> 52) & 0x7FF) - 1023) * 78913 >> 18;
-    v8l below = k0 + 12;
-    below = below < 0 ? 0 : below;
-    below = below > 15 ? 15 : below;
-    v8l t0 = k0 + 12, t1 = k0 + 13;
-    t0 = (t0 < 0) | (t0 > 14) ? 15 : t0;
-    t1 = (t1 < 0) | (t1 > 14) ? 15 : t1;
-    const v8d p0 = __builtin_shuffle(lo, hi, t0), p1 = __builtin_shuffle(lo, hi, t1);
-    v8l b = 1 + below - (x > p0) - (x > p1);  // a true comparison is −1
-    b = bits == 0 ? 0 : b;
-    const v8u8 b8 = __builtin_convertvector(b, v8u8);
+    const v8u8 b8 = decade8(load8(d + i));
     std::memcpy(out + i, &b8, sizeof b8);
   }
-#else
-  for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<std::uint8_t>(hist_bucket(d[i]));
-#endif
+}
+
+// Quantile-histogram bins (see quantile_bin) of 8 scores, as 16-bit values.
+inline v8u16 qbin8(v8d x) {
+  const v8l bits = (v8l)x;
+  v8l b = 2 + (bits >> 48) - ((1023 + kQMinExp) << 4);
+  b = b < 1 ? 1 : b;
+  b = b > kQBins - 1 ? kQBins - 1 : b;  // ≥ 2^60, inf
+  b = bits == 0 ? 0 : b;
+  return __builtin_convertvector(b, v8u16);
 }
 
 void flush_bytes(v64u8 (&cnt)[kHistBins], std::array<std::uint64_t, kHistBins>& hist) {
@@ -111,11 +148,11 @@ struct FloatParams {
 };
 
 struct FloatAcc {
-  std::uint64_t pass = 0;               // mixed/close: |a−g| ≤ atol + rtol·|g| (finite pairs and matches)
-  double sum_rel = 0, max_rel = 0;      // stat_rel_err
+  std::uint64_t pass = 0;           // mixed/close: |a−g| ≤ atol + rtol·|g| (finite pairs and matches)
+  double sum_rel = 0, max_rel = 0;  // stat_rel_err
   double dot = 0, norm_a = 0, norm_g = 0;  // cosine (sums of squares)
-  double max_d = 0;                     // largest |a−g| over finite pairs
-  std::size_t arg_max = 0;              // its first index
+  double max_d = 0;                        // largest |a−g| over finite pairs
+  std::size_t arg_max = 0;                 // its first index
   TopK top;
   NonFiniteAcc nf;
   std::array<std::uint64_t, kHistBins> hist{};
@@ -136,7 +173,6 @@ struct FloatAcc {
     }
   }
 };
-
 
 // Per-block scratch: decoded values (complex: re,im pairs), |a−g|, |g|, score, quantile key.
 struct Scratch {
@@ -166,7 +202,8 @@ bool any_nonfinite(const double* x, const double* y, std::size_t n) {
 
 // Classifies non-finite pairs and zeroes them on both sides, so the kernels see finite numbers only.
 // Returns the number of mismatching elements (they must not count as passing).
-std::size_t neutralise_nonfinite(Scratch& w, std::size_t n, bool complex, std::size_t base, NonFiniteAcc& nf) {
+std::size_t neutralise_nonfinite(Scratch& w, std::size_t n, bool complex, std::size_t base,
+                                 NonFiniteAcc& nf) {
   std::size_t mism = 0;
   const std::size_t comps = complex ? 2 : 1;
   for (std::size_t i = 0; i < n; ++i) {
@@ -193,6 +230,132 @@ std::size_t neutralise_nonfinite(Scratch& w, std::size_t n, bool complex, std::s
   return mism;
 }
 
+// --- fused fast path (real dtypes, mixed and stat_rel_err) -----------------------------------------------
+// Loaders: 8 decoded elements at a block-relative index, straight from the tensor bytes (no decode pass).
+struct LoadF32 {
+  const std::uint8_t* p;
+  v8d operator()(std::size_t i) const {
+    v8f f;
+    std::memcpy(&f, p + 4 * i, sizeof f);
+    return __builtin_convertvector(f, v8d);
+  }
+};
+struct LoadBf16 {  // bf16 is the top half of an f32
+  const std::uint8_t* p;
+  v8d operator()(std::size_t i) const {
+    v8u16 h;
+    std::memcpy(&h, p + 2 * i, sizeof h);
+    return __builtin_convertvector((v8f)(__builtin_convertvector(h, v8u32) << 16), v8d);
+  }
+};
+#if defined(__F16C__)
+struct LoadF16 {
+  const std::uint8_t* p;
+  v8d operator()(std::size_t i) const {
+    const v8f f = (v8f)_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i)));
+    return __builtin_convertvector(f, v8d);
+  }
+};
+#endif
+struct LoadF64 {
+  const std::uint8_t* p;
+  v8d operator()(std::size_t i) const {
+    v8d v;
+    std::memcpy(&v, p + 8 * i, sizeof v);
+    return v;
+  }
+};
+struct LoadDecoded {  // other dtypes: decode_block'ed into the scratch first
+  const double* p;
+  v8d operator()(std::size_t i) const { return load8(p + i); }
+};
+
+struct FusedOut {
+  std::size_t nq = 0;     // mixed: quantile bins left in w.qbin (exact elements, bin 0, only counted)
+  std::int64_t pass = 0;  // mixed
+  double sum = 0;         // stat_rel_err: this block's Σ rel, summed as the general path sums it
+  v8d max_d = {}, max_s = {};
+};
+
+// One block of n (a multiple of kLanes) elements in one pass: |a−g|, the verdict counts and sums, the
+// score, its decade bucket and quantile bin. Exactly the general path's arithmetic, lane for lane, so
+// every figure is bitwise the same. Returns false, having accumulated nothing, when a value is NaN or
+// ±inf (then |a−g| is too) or |a−g| overflows (float64): the general path handles such blocks.
+template <Method M, typename Load>
+bool fused_block(const Load& la, const Load& lg, std::size_t n, const FloatParams& p, Scratch& w,
+                 FusedOut& o) {
+  v8d probe = {}, max_d = {}, max_s = {}, sum = {};
+  v8l cnt = {};
+  std::size_t nq = 0;
+  const v8d vr = p.rtol - v8d{}, va = p.atol - v8d{}, eps = 1e-7 - v8d{};
+  for (std::size_t i = 0; i < n; i += kLanes) {
+    const v8d a = la(i), g = lg(i);
+    const v8d d = vabs(a - g), ga = vabs(g);
+    probe += d - d;  // NaN iff some d is NaN or inf
+    v8d s;
+    if constexpr (M == Method::mixed) {
+      const v8d tol = va + vr * ga;
+      cnt -= (d <= tol);
+      const v8f sf = __builtin_convertvector(d, v8f) / __builtin_convertvector(tol, v8f);
+      s = d > 0 ? __builtin_convertvector(sf, v8d) : v8d{};
+      const v8u16 q = qbin8(s);
+#if defined(__AVX512VBMI2__) && defined(__AVX512VL__)
+      // Keep only the non-zero bins: exact elements (often most of them) would all increment one counter,
+      // a chain of dependent read-modify-writes; they are counted as n − nq instead.
+      const __mmask8 nz = _mm_test_epi16_mask((__m128i)q, (__m128i)q);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(w.qbin + nq), _mm_maskz_compress_epi16(nz, (__m128i)q));
+      nq += static_cast<std::size_t>(std::popcount(static_cast<unsigned>(nz)));
+#else
+      std::memcpy(w.qbin + i, &q, sizeof q);
+      nq = i + kLanes;
+#endif
+    } else {
+      s = d / (ga + eps);
+      sum += s;
+    }
+    store8(w.d + i, d);
+    store8(w.s + i, s);
+    max_d = vmax(max_d, d);
+    max_s = vmax(max_s, s);
+    const v8u8 b = decade8(d);
+    std::memcpy(w.bucket + i, &b, sizeof b);
+  }
+  double pr = 0;
+  for (int j = 0; j < kLanes; ++j) pr += probe[j];
+  if (std::isnan(pr)) return false;
+  if constexpr (M == Method::mixed) {
+    o.nq = nq;
+    for (int j = 0; j < kLanes; ++j) o.pass += cnt[j];
+  } else {
+    for (int j = 0; j < kLanes; ++j) o.sum += sum[j];
+  }
+  o.max_d = max_d, o.max_s = max_s;
+  return true;
+}
+
+template <Method M>
+bool fused_dispatch(const Tensor& ta, const Tensor& tg, std::size_t blk, std::size_t n, const FloatParams& p,
+                    Scratch& w, FusedOut& o) {
+  const std::uint8_t* pa = ta.bytes.data();
+  const std::uint8_t* pg = tg.bytes.data();
+  switch (tg.dtype) {
+    case DType::float32:
+      return fused_block<M>(LoadF32{pa + 4 * blk}, LoadF32{pg + 4 * blk}, n, p, w, o);
+    case DType::bfloat16:
+      return fused_block<M>(LoadBf16{pa + 2 * blk}, LoadBf16{pg + 2 * blk}, n, p, w, o);
+#if defined(__F16C__)
+    case DType::float16:
+      return fused_block<M>(LoadF16{pa + 2 * blk}, LoadF16{pg + 2 * blk}, n, p, w, o);
+#endif
+    case DType::float64:
+      return fused_block<M>(LoadF64{pa + 8 * blk}, LoadF64{pg + 8 * blk}, n, p, w, o);
+    default:
+      decode_block(ta.dtype, ta.bytes, blk, n, w.a);
+      decode_block(tg.dtype, tg.bytes, blk, n, w.g);
+      return fused_block<M>(LoadDecoded{w.a}, LoadDecoded{w.g}, n, p, w, o);
+  }
+}
+
 void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatParams& p, std::size_t begin,
                std::size_t end) {
   Scratch w;  // ~64 KiB on the stack
@@ -201,102 +364,130 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
   // Chunk-local quantile counters (≤ kChunk per bin fits 32 bits), two interleaved copies.
   std::vector<std::uint32_t> qh2(p.want_quantiles ? 2 * kQBins : 0);
   const double rtol = p.rtol, atol = p.atol;
+  const bool fusable = !p.complex && (p.method == Method::mixed || p.method == Method::stat_rel_err);
   for (std::size_t blk = begin; blk < end; blk += kBlock) {
     const std::size_t n = std::min(kBlock, end - blk);
     const std::size_t np = (n + kLanes - 1) / kLanes * kLanes;  // padded with zeros (exact elements)
     const std::size_t comps = p.complex ? 2 : 1;
-    if (p.complex) {
-      decode_complex_block(ta.dtype, ta.bytes, blk, n, w.a);
-      decode_complex_block(tg.dtype, tg.bytes, blk, n, w.g);
-    } else {
-      decode_block(ta.dtype, ta.bytes, blk, n, w.a);
-      decode_block(tg.dtype, tg.bytes, blk, n, w.g);
-    }
-    for (std::size_t i = n * comps; i < np * comps; ++i) w.a[i] = w.g[i] = 0;
     std::size_t mism = 0;
-    if (any_nonfinite(w.a, w.g, n * comps)) mism = neutralise_nonfinite(w, n, p.complex, blk, acc.nf);
-
-    if (p.method == Method::cosine) {  // sums over the real components (complex: Re(a·conj g))
-      v8d dot = {}, na = {}, ng = {};
-      for (std::size_t i = 0; i < np * comps; i += kLanes) {
-        const v8d a = load8(w.a + i), g = load8(w.g + i);
-        dot += a * g, na += a * a, ng += g * g;
-      }
-      for (int j = 0; j < kLanes; ++j) acc.dot += dot[j], acc.norm_a += na[j], acc.norm_g += ng[j];
-    }
-    if (p.complex) {
-      for (std::size_t i = 0; i < np; ++i) {
-        w.d[i] = std::hypot(w.a[2 * i] - w.g[2 * i], w.a[2 * i + 1] - w.g[2 * i + 1]);
-        w.ga[i] = std::hypot(w.g[2 * i], w.g[2 * i + 1]);
+    v8d max_d = {}, max_s = {};
+    FusedOut fo;
+    std::size_t nq = n;  // entries of w.qbin to count; the other n − nq elements are in bin 0
+    const bool fused =
+        fusable && np == n &&
+        (p.method == Method::mixed ? fused_dispatch<Method::mixed>(ta, tg, blk, n, p, w, fo)
+                                   : fused_dispatch<Method::stat_rel_err>(ta, tg, blk, n, p, w, fo));
+    if (fused) {
+      max_d = fo.max_d, max_s = fo.max_s;
+      if (p.method == Method::mixed) {
+        nq = fo.nq;
+        acc.pass += static_cast<std::uint64_t>(fo.pass);
+      } else {
+        acc.sum_rel += fo.sum;
+        acc.max_rel = std::max(acc.max_rel, hmax(max_s));
       }
     } else {
-      for (std::size_t i = 0; i < np; i += kLanes) {
-        const v8d a = load8(w.a + i), g = load8(w.g + i);
-        store8(w.d + i, vabs(a - g));
-        store8(w.ga + i, vabs(g));
+      // General path: decode into the scratch, neutralise non-finite pairs, then one loop per quantity.
+      if (p.complex) {
+        decode_complex_block(ta.dtype, ta.bytes, blk, n, w.a);
+        decode_complex_block(tg.dtype, tg.bytes, blk, n, w.g);
+      } else {
+        decode_block(ta.dtype, ta.bytes, blk, n, w.a);
+        decode_block(tg.dtype, tg.bytes, blk, n, w.g);
       }
-    }
+      for (std::size_t i = n * comps; i < np * comps; ++i) w.a[i] = w.g[i] = 0;
+      if (any_nonfinite(w.a, w.g, n * comps)) mism = neutralise_nonfinite(w, n, p.complex, blk, acc.nf);
 
-    v8d max_d = {}, max_s = {};
-    switch (p.method) {
-      case Method::mixed:
-      case Method::close: {
-        v8l cnt = {};
-        const v8d vr = rtol - v8d{}, va = atol - v8d{};
-        for (std::size_t i = 0; i < np; i += kLanes) {
-          const v8d d = load8(w.d + i), ga = load8(w.ga + i);
-          const v8d tol = va + vr * ga;
-          cnt -= (d <= tol);  // a true lane compares as -1
-          // score: how many times the tolerance the error is (inf when the tolerance is 0). Only ranks the
-          // worst elements and feeds min_passing's histogram, so float precision (and its cheaper
-          // division) is enough; the verdict above uses the exact double comparison.
-          const v8f sf = __builtin_convertvector(d, v8f) / __builtin_convertvector(tol, v8f);
-          const v8d s = d > 0 ? __builtin_convertvector(sf, v8d) : v8d{};
-          store8(w.s + i, s);
-          max_d = vmax(max_d, d);
-          max_s = vmax(max_s, s);
+      if (p.method == Method::cosine) {  // sums over the real components (complex: Re(a·conj g))
+        v8d dot = {}, na = {}, ng = {};
+        for (std::size_t i = 0; i < np * comps; i += kLanes) {
+          const v8d a = load8(w.a + i), g = load8(w.g + i);
+          dot += a * g, na += a * a, ng += g * g;
         }
-        std::int64_t c = 0;
-        for (int j = 0; j < kLanes; ++j) c += cnt[j];
-        acc.pass += static_cast<std::uint64_t>(c) - (np - n) - mism;
-        if (p.method == Method::close) {
-          // rtol that this element needs with atol fixed: (d − atol)/|g|
-          const v8d inf = kInf - v8d{};
+        for (int j = 0; j < kLanes; ++j) acc.dot += dot[j], acc.norm_a += na[j], acc.norm_g += ng[j];
+      }
+      if (p.complex) {
+        for (std::size_t i = 0; i < np; ++i) {
+          w.d[i] = std::hypot(w.a[2 * i] - w.g[2 * i], w.a[2 * i + 1] - w.g[2 * i + 1]);
+          w.ga[i] = std::hypot(w.g[2 * i], w.g[2 * i + 1]);
+        }
+      } else {
+        for (std::size_t i = 0; i < np; i += kLanes) {
+          const v8d a = load8(w.a + i), g = load8(w.g + i);
+          store8(w.d + i, vabs(a - g));
+          store8(w.ga + i, vabs(g));
+        }
+      }
+
+      switch (p.method) {
+        case Method::mixed:
+        case Method::close: {
+          v8l cnt = {};
+          const v8d vr = rtol - v8d{}, va = atol - v8d{};
           for (std::size_t i = 0; i < np; i += kLanes) {
             const v8d d = load8(w.d + i), ga = load8(w.ga + i);
-            const v8d need = ga > 0 ? (d - va) / ga : inf;
-            store8(w.q + i, d <= va ? v8d{} : need);
+            const v8d tol = va + vr * ga;
+            cnt -= (d <= tol);  // a true lane compares as -1
+            // score: how many times the tolerance the error is (inf when the tolerance is 0). Only ranks
+            // the worst elements and feeds min_passing's histogram, so float precision (and its cheaper
+            // division) is enough; the verdict above uses the exact double comparison.
+            const v8f sf = __builtin_convertvector(d, v8f) / __builtin_convertvector(tol, v8f);
+            const v8d s = d > 0 ? __builtin_convertvector(sf, v8d) : v8d{};
+            store8(w.s + i, s);
+            max_d = vmax(max_d, d);
+            max_s = vmax(max_s, s);
           }
+          std::int64_t c = 0;
+          for (int j = 0; j < kLanes; ++j) c += cnt[j];
+          acc.pass += static_cast<std::uint64_t>(c) - (np - n) - mism;
+          if (p.method == Method::close) {
+            // rtol that this element needs with atol fixed: (d − atol)/|g|
+            const v8d inf = kInf - v8d{};
+            for (std::size_t i = 0; i < np; i += kLanes) {
+              const v8d d = load8(w.d + i), ga = load8(w.ga + i);
+              const v8d need = ga > 0 ? (d - va) / ga : inf;
+              store8(w.q + i, d <= va ? v8d{} : need);
+            }
+          }
+          break;
         }
-        break;
-      }
-      case Method::stat_rel_err: {
-        v8d sum = {};
-        const v8d eps = 1e-7 - v8d{};
-        for (std::size_t i = 0; i < np; i += kLanes) {
-          const v8d d = load8(w.d + i);
-          const v8d rel = d / (load8(w.ga + i) + eps);
-          store8(w.s + i, rel);
-          sum += rel;
-          max_d = vmax(max_d, d);
-          max_s = vmax(max_s, rel);
+        case Method::stat_rel_err: {
+          v8d sum = {};
+          const v8d eps = 1e-7 - v8d{};
+          for (std::size_t i = 0; i < np; i += kLanes) {
+            const v8d d = load8(w.d + i);
+            const v8d rel = d / (load8(w.ga + i) + eps);
+            store8(w.s + i, rel);
+            sum += rel;
+            max_d = vmax(max_d, d);
+            max_s = vmax(max_s, rel);
+          }
+          double ss = 0;
+          for (int j = 0; j < kLanes; ++j) ss += sum[j];
+          acc.sum_rel += ss;
+          acc.max_rel = std::max(acc.max_rel, hmax(max_s));
+          break;
         }
-        double ss = 0;
-        for (int j = 0; j < kLanes; ++j) ss += sum[j];
-        acc.sum_rel += ss;
-        acc.max_rel = std::max(acc.max_rel, hmax(max_s));
-        break;
-      }
-      case Method::cosine: {
-        for (std::size_t i = 0; i < np; i += kLanes) {
-          const v8d d = load8(w.d + i);
-          store8(w.s + i, d);
-          max_d = vmax(max_d, d);
+        case Method::cosine: {
+          for (std::size_t i = 0; i < np; i += kLanes) {
+            const v8d d = load8(w.d + i);
+            store8(w.s + i, d);
+            max_d = vmax(max_d, d);
+          }
+          max_s = max_d;
+          break;
         }
-        max_s = max_d;
-        break;
+        default:
+          KC_ASSERT(false, "not a float method: {}", method_name(p.method));
       }
-      default: KC_ASSERT(false, "not a float method: {}", method_name(p.method));
+      decade_buckets(w.d, np, w.bucket);
+      if (p.want_quantiles) {
+        const double* q = p.method == Method::close ? w.q : w.s;
+        for (std::size_t j = 0; j < np; j += kLanes) {
+          const v8u16 b16 = qbin8(load8(q + j));
+          std::memcpy(w.qbin + j, &b16, sizeof b16);
+        }
+      }
     }
 
     // Largest |a−g| and its first index (mixed's limit is checked at that element's golden).
@@ -321,8 +512,7 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
 
     // |a−g| decade histogram: bucket indices as bytes (vectorised), then counted per bucket with byte
     // compares (64 elements per operation) into counters that are flushed every kFlush blocks.
-    decade_buckets(w.d, np, w.bucket);
-    for (std::size_t i = n; i < np; ++i) w.bucket[i] = 0xFF;  // padding: no bucket
+    for (std::size_t i = n; i < np; ++i) w.bucket[i] = 0xFF;                    // padding: no bucket
     for (std::size_t i = np; i < (np + 63) / 64 * 64; ++i) w.bucket[i] = 0xFF;  // kBlock is a multiple of 64
     const std::size_t np64 = (np + 63) / 64 * 64;
     for (std::size_t i = 0; i < np64; i += 64) {
@@ -333,21 +523,12 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
     }
     if (++blocks_since_flush == kFlush) flush_bytes(byte_cnt, acc.hist), blocks_since_flush = 0;
     if (p.want_quantiles) {
-      const double* q = p.method == Method::close ? w.q : w.s;
-      for (std::size_t j = 0; j < np; j += kLanes) {
-        const v8l bits = (v8l)load8(q + j);
-        v8l b = 2 + (bits >> 48) - ((1023 + kQMinExp) << 4);
-        b = b < 1 ? 1 : b;
-        b = b > kQBins - 1 ? kQBins - 1 : b;  // ≥ 2^60, inf
-        b = bits == 0 ? 0 : b;
-        const v8u16 b16 = __builtin_convertvector(b, v8u16);
-        std::memcpy(w.qbin + j, &b16, sizeof b16);
-      }
       std::uint32_t* q0 = qh2.data();
       std::uint32_t* q1 = q0 + kQBins;
       std::size_t j = 0;
-      for (; j + 2 <= n; j += 2) ++q0[w.qbin[j]], ++q1[w.qbin[j + 1]];
-      if (j < n) ++q0[w.qbin[j]];
+      for (; j + 2 <= nq; j += 2) ++q0[w.qbin[j]], ++q1[w.qbin[j + 1]];
+      if (j < nq) ++q0[w.qbin[j]];
+      q0[0] += static_cast<std::uint32_t>(n - nq);
       // Non-finite mismatches were zeroed: they belong to the "never passes" bin.
       q0[0] -= static_cast<std::uint32_t>(mism);
       q0[kQBins - 1] += static_cast<std::uint32_t>(mism);
@@ -382,13 +563,17 @@ CompareResult compare_float(const Tensor& ta, const Tensor& tg, Method m, const 
   p.atol = tol.atol.value_or(0);
   p.want_quantiles = m == Method::mixed || m == Method::close;
   if (m == Method::mixed || m == Method::close) {
-    if (!(p.rtol >= 0) || !(p.atol >= 0)) fail("{}: rtol and atol must be ≥ 0, got rtol={}, atol={}",
-                                               method_name(m), p.rtol, p.atol);
+    if (!(p.rtol >= 0) || !(p.atol >= 0))
+      fail("{}: rtol and atol must be ≥ 0, got rtol={}, atol={}", method_name(m), p.rtol, p.atol);
   }
 
-  FloatAcc acc = parallel_reduce<FloatAcc>(n, kChunk, [&](FloatAcc& part, std::size_t b, std::size_t e) {
-    run_chunk(part, ta, tg, p, b, e);
-  });
+  KC_ASSERT(floor_log10_ok(), "floor_log10_pow2 is wrong");
+  // The fused path reads the bytes directly (decode_block checks its spans itself).
+  KC_ASSERT(ta.bytes.size() >= storage_bytes(ta.dtype, n) && tg.bytes.size() >= storage_bytes(tg.dtype, n) &&
+                ta.dtype == dt,
+            "compare_float: tensors shorter than their {} elements or of different dtypes", n);
+  FloatAcc acc = parallel_reduce<FloatAcc>(
+      n, kChunk, [&](FloatAcc& part, std::size_t b, std::size_t e) { run_chunk(part, ta, tg, p, b, e); });
 
   CompareResult r;
   acc.nf.to_result(r);
@@ -408,29 +593,37 @@ CompareResult compare_float(const Tensor& ta, const Tensor& tg, Method m, const 
       // Limit met if max_abs_error ≤ the table value OR ≤ 32 ULP of the dtype at the golden value of the
       // element that has the max abs error.
       const double limit = std::max(table_limit, std::isnan(ulp32) ? 0.0 : ulp32);
-      r.params = {{"rtol", p.rtol}, {"atol", p.atol}, {"max_abs_error_limit", table_limit},
+      r.params = {{"rtol", p.rtol},
+                  {"atol", p.atol},
+                  {"max_abs_error_limit", table_limit},
                   {"required_matched_ratio", ratio_req}};
       add_figure(r, "matched_ratio", matched, ratio_req, ">=");
       add_figure(r, "max_abs_error", max_abs, limit, "<=");
       add_figure(r, "nonfinite_mismatches", static_cast<double>(nfm), 0.0, "<=");
-      r.notes.push_back(fmt::format("max_abs_error limit = max(table {}, 32 ULP of {} at golden {} (index {}) "
-                                    "= {})",
-                                    fmt_g(table_limit), dtype_name(dt), fmt_g(g_at), acc.arg_max, fmt_g(ulp32)));
+      r.notes.push_back(
+          fmt::format("max_abs_error limit = max(table {}, 32 ULP of {} at golden {} (index {}) "
+                      "= {})",
+                      fmt_g(table_limit), dtype_name(dt), fmt_g(g_at), acc.arg_max, fmt_g(ulp32)));
       const bool ok_ratio = matched >= ratio_req, ok_max = max_abs <= limit;
       r.pass = ok_ratio && ok_max && nfm == 0;
-      if (nfm) r.reason = nf_reason;
-      else if (!ok_ratio) r.reason = fmt::format("matched_ratio {} < {}", fmt_g(matched), ratio_req);
-      else if (!ok_max) r.reason = fmt::format("max_abs_error {} > limit {}", fmt_g(max_abs), fmt_g(limit));
-      else r.reason = "all criteria met";
+      if (nfm)
+        r.reason = nf_reason;
+      else if (!ok_ratio)
+        r.reason = fmt::format("matched_ratio {} < {}", fmt_g(matched), ratio_req);
+      else if (!ok_max)
+        r.reason = fmt::format("max_abs_error {} > limit {}", fmt_g(max_abs), fmt_g(limit));
+      else
+        r.reason = "all criteria met";
       if (nfm) {
         r.min_passing = "none: NaN/Inf mismatches fail at any tolerance";
       } else {
         const double s = quantile_at_least(acc.qhist, count_for_ratio(n, ratio_req));
-        r.min_passing = fmt::format("rtol and atol scaled by {:.4g} (rtol={:.4g}, atol={:.4g})", s, s * p.rtol,
-                                    s * p.atol);
+        r.min_passing = fmt::format("rtol and atol scaled by {:.4g} (rtol={:.4g}, atol={:.4g})", s,
+                                    s * p.rtol, s * p.atol);
         if (!ok_max) r.min_passing += fmt::format(", and max_abs_error limit >= {}", fmt_g(max_abs));
-        r.notes.push_back("min_passing scale is a bin edge of a 2^(1/16)-step histogram: at most 4.5% above "
-                          "the exact smallest scale");
+        r.notes.push_back(
+            "min_passing scale is a bin edge of a 2^(1/16)-step histogram: at most 4.5% above "
+            "the exact smallest scale");
       }
       break;
     }
@@ -449,9 +642,12 @@ CompareResult compare_float(const Tensor& ta, const Tensor& tg, Method m, const 
       add_figure(r, "mare", mare, 10 * t, "<");
       add_figure(r, "max_abs_error", max_abs);
       r.pass = mere < t && mare < 10 * t;
-      if (!(mere < t)) r.reason = fmt::format("mere {} >= threshold {}", fmt_g(mere), fmt_g(t));
-      else if (!(mare < 10 * t)) r.reason = fmt::format("mare {} >= 10·threshold {}", fmt_g(mare), fmt_g(10 * t));
-      else r.reason = "all criteria met";
+      if (!(mere < t))
+        r.reason = fmt::format("mere {} >= threshold {}", fmt_g(mere), fmt_g(t));
+      else if (!(mare < 10 * t))
+        r.reason = fmt::format("mare {} >= 10·threshold {}", fmt_g(mare), fmt_g(10 * t));
+      else
+        r.reason = "all criteria met";
       double tp = std::max(mere, mare / 10);
       while (!(mere < tp && mare < 10 * tp)) tp = std::nextafter(tp, kInf);
       r.min_passing = fmt::format("threshold {}", fmt_g(tp));
@@ -466,9 +662,12 @@ CompareResult compare_float(const Tensor& ta, const Tensor& tg, Method m, const 
       add_figure(r, "nonfinite_mismatches", static_cast<double>(nfm), 0.0, "<=");
       add_figure(r, "max_abs_error", max_abs);
       r.pass = frac <= ptol && nfm == 0;
-      if (nfm) r.reason = nf_reason;
-      else if (!(frac <= ptol)) r.reason = fmt::format("mismatch fraction {} > ptol {}", fmt_g(frac), fmt_g(ptol));
-      else r.reason = "all criteria met";
+      if (nfm)
+        r.reason = nf_reason;
+      else if (!(frac <= ptol))
+        r.reason = fmt::format("mismatch fraction {} > ptol {}", fmt_g(frac), fmt_g(ptol));
+      else
+        r.reason = "all criteria met";
       if (nfm) {
         r.min_passing = "none: NaN/Inf mismatches fail at any tolerance";
       } else {
@@ -478,8 +677,9 @@ CompareResult compare_float(const Tensor& ta, const Tensor& tg, Method m, const 
         while (allowed < n && static_cast<double>(allowed + 1) / dn <= ptol) ++allowed;
         const double rt = quantile_at_least(acc.qhist, n - std::min<std::uint64_t>(allowed, n));
         r.min_passing = fmt::format("rtol {:.4g} (atol {}, ptol {} fixed)", rt, fmt_g(p.atol), fmt_g(ptol));
-        r.notes.push_back("min_passing rtol is a bin edge of a 2^(1/16)-step histogram: at most 4.5% above "
-                          "the exact smallest rtol");
+        r.notes.push_back(
+            "min_passing rtol is a bin edge of a 2^(1/16)-step histogram: at most 4.5% above "
+            "the exact smallest rtol");
       }
       break;
     }
@@ -491,7 +691,8 @@ CompareResult compare_float(const Tensor& ta, const Tensor& tg, Method m, const 
         r.notes.push_back("both tensors are all zero: cosine taken as 1");
       } else if (acc.norm_a == 0 || acc.norm_g == 0) {
         cosv = 0.0;
-        r.notes.push_back(fmt::format("{} is all zero: cosine taken as 0", acc.norm_a == 0 ? "actual" : "golden"));
+        r.notes.push_back(
+            fmt::format("{} is all zero: cosine taken as 0", acc.norm_a == 0 ? "actual" : "golden"));
       } else {
         cosv = acc.dot / (std::sqrt(acc.norm_a) * std::sqrt(acc.norm_g));
       }
@@ -502,15 +703,19 @@ CompareResult compare_float(const Tensor& ta, const Tensor& tg, Method m, const 
       add_figure(r, "cosine", cosv);
       add_figure(r, "max_abs_error", max_abs);
       r.pass = nfm == 0 && 1 - cosv <= rtol;
-      if (nfm) r.reason = nf_reason;
-      else if (!r.pass) r.reason = fmt::format("1 - cosine {} > rtol {}", fmt_g(1 - cosv), fmt_g(rtol));
-      else r.reason = "all criteria met";
+      if (nfm)
+        r.reason = nf_reason;
+      else if (!r.pass)
+        r.reason = fmt::format("1 - cosine {} > rtol {}", fmt_g(1 - cosv), fmt_g(rtol));
+      else
+        r.reason = "all criteria met";
       r.min_passing = nfm ? "none: NaN/Inf mismatches fail at any tolerance"
                           : fmt::format("rtol {}", fmt_g(std::max(0.0, 1 - cosv)));
       if (p.complex) r.notes.push_back("complex: cosine of the real vectors (re, im), i.e. Re(a·conj g)");
       break;
     }
-    default: KC_ASSERT(false, "not a float method");
+    default:
+      KC_ASSERT(false, "not a float method");
   }
   if (p.complex) r.notes.push_back("complex: |a−g| and |g| are complex moduli; worst lists moduli");
   fill_worst(r, acc.top, ta, tg);

@@ -292,8 +292,24 @@ void decode_f16_run(const std::uint8_t* p, std::size_t count, double* out) {
   for (; i < count; ++i) out[i] = f16_to_f32(load<std::uint16_t>(p + 2 * i));
 }
 
+// bf16 is the top half of an f32: widen, shift, convert (8 lanes per step; GCC/Clang vector extensions
+// vectorise it, where the scalar loop with its memcpy loads did not).
 void decode_bf16_run(const std::uint8_t* p, std::size_t count, double* out) {
-  for (std::size_t i = 0; i < count; ++i) {
+  std::size_t i = 0;
+#if defined(__GNUC__)
+  typedef std::uint16_t v8u16 __attribute__((vector_size(16)));
+  typedef std::uint32_t v8u32 __attribute__((vector_size(32)));
+  typedef float v8f __attribute__((vector_size(32), aligned(4)));
+  typedef double v8d __attribute__((vector_size(64), aligned(8)));
+  for (; i + 8 <= count; i += 8) {
+    v8u16 h;
+    std::memcpy(&h, p + 2 * i, sizeof h);
+    const v8u32 w = __builtin_convertvector(h, v8u32) << 16;
+    const v8d d = __builtin_convertvector((v8f)w, v8d);
+    std::memcpy(out + i, &d, sizeof d);
+  }
+#endif
+  for (; i < count; ++i) {
     const std::uint32_t b = static_cast<std::uint32_t>(load<std::uint16_t>(p + 2 * i)) << 16;
     out[i] = static_cast<double>(std::bit_cast<float>(b));
   }

@@ -1,0 +1,71 @@
+// kerncheck calibrate --golden G --good F… --bad F… -o thresholds.toml
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "cli/command.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "eval/calibrate.h"
+#include "eval/judge.h"
+
+namespace {
+
+int run(int argc, char** argv) {
+  CLI::App app{"Choose thresholds that pass every known-good run and fail every known-bad run."};
+  app.name(argv[0]);
+  std::string golden_path, out;
+  std::vector<std::string> good, bad;
+  kc::JudgeOptions opt;
+  app.add_option("--golden", golden_path, "the golden all runs are judged against")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--good", good, "known-good runs (candidates or logits)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--bad", bad, "known-bad runs (candidates or logits)")->required()->check(CLI::ExistingFile);
+  app.add_option("-o,--output", out, "thresholds TOML to write")->required();
+  if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  kc::Golden g = kc::read_golden(golden_path);
+  auto table = [&](const std::string& p) {
+    kc::CandidateInput ci = kc::open_candidate_input(p, g);
+    kc::JudgeAccumulator acc = kc::accumulate(g, ci, nullptr);
+    return std::make_pair(p, kc::stat_table(kc::summarize(acc, p), opt));
+  };
+  std::vector<std::pair<std::string, std::map<std::string, double>>> gt, bt;
+  for (auto& p : good) gt.push_back(table(p));
+  for (auto& p : bad) bt.push_back(table(p));
+  kc::CalibrationResult res = kc::calibrate(gt, bt);
+  res.thresholds.golden_checksum = g.meta.checksum;
+  auto g3 = [](double v) { return std::isinf(v) ? std::string("inf") : fmt::format("{:.3g}", v); };
+  std::string comment = fmt::format("kerncheck calibrate: {} good, {} bad runs against {}\n", good.size(),
+                                    bad.size(), golden_path);
+  for (auto& s : res.chosen)
+    comment +=
+        fmt::format("{}: good max {}, bad min {} (separation {}×), catches {}\n", s.key, g3(s.good_max),
+                    g3(s.bad_min_caught), g3(s.separation), fmt::join(s.catches, ", "));
+  kc::write_file_atomic(out, kc::thresholds_to_toml(res.thresholds, comment));
+  std::printf("calibrated %zu threshold(s) into %s\n", res.chosen.size(), out.c_str());
+  for (auto& s : res.chosen)
+    std::printf("  %-34s limit %-10s good max %-10s bad min %-10s separation %s×\n", s.key.c_str(),
+                g3(s.limit).c_str(), g3(s.good_max).c_str(), g3(s.bad_min_caught).c_str(),
+                g3(s.separation).c_str());
+  std::printf("per bad run (best separating statistic):\n");
+  for (auto& [name, s] : res.best_per_bad)
+    std::printf("  %-40s %s\n", name.c_str(),
+                s.key.empty() ? "NOT SEPARABLE from the good runs"
+                              : fmt::format("{} = {} vs good max {} ({}×)", s.key, g3(s.bad_min_caught),
+                                            g3(s.good_max), g3(s.separation))
+                                    .c_str());
+  if (!res.unseparated.empty()) {
+    std::fprintf(stderr, "kerncheck calibrate: %zu bad run(s) cannot be separated from the good runs: %s\n",
+                 res.unseparated.size(), fmt::format("{}", fmt::join(res.unseparated, ", ")).c_str());
+    return kc::kExitFail;
+  }
+  return 0;
+}
+
+kc::cli::Registrar reg({"calibrate", "choose thresholds from known-good and known-bad runs", run});
+
+}  // namespace

@@ -1,0 +1,69 @@
+// kerncheck merge SHARDS…: combine `kerncheck test --partial` shards and judge them as one run.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "eval/judge.h"
+#include "eval/judge_html.h"
+
+namespace {
+
+int run(int argc, char** argv) {
+  CLI::App app{"Merge shards written by kerncheck test --partial and judge them as one comparison."};
+  app.name(argv[0]);
+  std::vector<std::string> shards;
+  std::string thresholds_path, json_path, junit_path, html_path, out_partial;
+  kc::JudgeOptions opt;
+  app.add_option("shards", shards, "shard files")->required()->check(CLI::ExistingFile);
+  app.add_option("--thresholds", thresholds_path, "thresholds TOML from kerncheck calibrate")
+      ->check(CLI::ExistingFile);
+  app.add_option("--json", json_path, "write the JSON report here");
+  app.add_option("--junit", junit_path, "write a JUnit XML report here");
+  app.add_option("--html", html_path, "write a self-contained HTML report here");
+  app.add_option("--partial", out_partial,
+                 "write the merged shard instead of judging (positions may have gaps)");
+  app.add_option("--kl-factor", opt.kl_factor, "noise mode: KL limit = factor × floor")
+      ->capture_default_str();
+  app.add_option("--alpha", opt.alpha, "family-wise level of the flip-rate tests")->capture_default_str();
+  app.add_option("--min-positions", opt.min_positions, "fewer positions judged cannot PASS")
+      ->capture_default_str();
+  app.add_option("--min-coverage", opt.min_coverage,
+                 "probability mass a partial-coverage candidate must report")
+      ->capture_default_str();
+  if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  std::vector<kc::Partial> parts;
+  for (auto& s : shards) parts.push_back(kc::read_partial(s));
+  kc::Partial m = kc::merge_partials(parts);
+  if (!out_partial.empty()) {
+    kc::write_partial(out_partial, m);
+    std::printf("wrote merged shard %s\n", out_partial.c_str());
+    return 0;
+  }
+  if (m.cand.positions_judged() != m.golden.n) {
+    std::string have;
+    for (auto& r : m.cand.ranges)
+      have += fmt::format("{}[{}, {})", have.empty() ? "" : ", ", r.first, r.second);
+    kc::fail(
+        "shards: expected positions [0, {}) of the golden, got {} (a shard is missing; or merge with "
+        "--partial)",
+        m.golden.n, have);
+  }
+  for (std::size_t r = 0; r < m.noise.size(); ++r)
+    if (m.noise[r].positions_judged() != m.golden.n)
+      kc::fail("shards: noise run {} does not cover all {} positions", r + 1, m.golden.n);
+  std::optional<kc::Thresholds> th;
+  if (!thresholds_path.empty()) th = kc::read_thresholds(thresholds_path);
+  kc::JudgeReport report = kc::judge(m.golden, m.golden_path, m.cand, m.candidate_path, m.noise,
+                                     m.noise_paths, th ? &*th : nullptr, opt);
+  if (!json_path.empty()) kc::write_file_atomic(json_path, kc::report_json(report).dump(2) + "\n");
+  if (!junit_path.empty()) kc::write_file_atomic(junit_path, kc::render_junit(report));
+  if (!html_path.empty()) kc::write_file_atomic(html_path, kc::render_judge_html(report));
+  std::fputs(kc::render_text(report).c_str(), stdout);
+  return kc::verdict_exit_code(report.verdict);
+}
+
+kc::cli::Registrar reg({"merge", "merge kerncheck test --partial shards and judge them as one run", run});
+
+}  // namespace

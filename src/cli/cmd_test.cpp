@@ -1,0 +1,112 @@
+// kerncheck test GOLDEN CANDIDATE: judge a candidate against a golden (docs/judge.md).
+#include <charconv>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "eval/judge.h"
+#include "eval/judge_html.h"
+
+namespace {
+
+std::pair<std::int64_t, std::int64_t> parse_range(const std::string& s) {
+  auto colon = s.find(':');
+  std::int64_t a = 0, b = 0;
+  auto ok = [](const std::string& t, std::int64_t& v) {
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    return ec == std::errc() && p == t.data() + t.size() && !t.empty();
+  };
+  if (colon == std::string::npos || !ok(s.substr(0, colon), a) || !ok(s.substr(colon + 1), b) || a < 0 ||
+      b <= a)
+    kc::fail("--positions: expected A:B with 0 ≤ A < B, got \"{}\"", s);
+  return {a, b};
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{
+      "Judge a candidate against a golden: KL, flips by margin, noise floor; PASS/FAIL/INCONCLUSIVE."};
+  app.name(argv[0]);
+  std::string golden_path, cand_path, thresholds_path, json_path, junit_path, html_path, partial_path,
+      positions, ref_logits;
+  std::vector<std::string> noise_paths;
+  kc::JudgeOptions opt;
+  bool quiet = false;
+  app.add_option("golden", golden_path, "golden file (kerncheck record)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("candidate", cand_path, "candidate file, or full logits [N, vocab] (.npy/.safetensors)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--noise", noise_paths,
+                 "noise-floor run(s): candidates (or logits) of equally correct implementations")
+      ->check(CLI::ExistingFile);
+  app.add_option("--thresholds", thresholds_path, "thresholds TOML from kerncheck calibrate")
+      ->check(CLI::ExistingFile);
+  app.add_option("--json", json_path, "write the JSON report here");
+  app.add_option("--junit", junit_path, "write a JUnit XML report here");
+  app.add_option("--html", html_path, "write a self-contained HTML report here");
+  app.add_option("--partial", partial_path,
+                 "write a shard (accumulators) for kerncheck merge instead of judging");
+  app.add_option("--positions", positions, "judge golden positions A:B only (shards)");
+  app.add_option("--ref-logits", ref_logits,
+                 "reference full logits [N, vocab]: full-vocabulary KL for logits candidates")
+      ->check(CLI::ExistingFile);
+  app.add_option("--kl-factor", opt.kl_factor, "noise mode: KL limit = factor × floor")
+      ->capture_default_str();
+  app.add_option("--alpha", opt.alpha, "family-wise level of the flip-rate tests")->capture_default_str();
+  app.add_option("--min-positions", opt.min_positions, "fewer positions judged cannot PASS")
+      ->capture_default_str();
+  app.add_option("--min-coverage", opt.min_coverage,
+                 "probability mass a partial-coverage candidate must report")
+      ->capture_default_str();
+  app.add_flag("-q,--quiet", quiet, "print only the verdict line");
+  if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  if (!(opt.kl_factor >= 1)) kc::fail("--kl-factor: expected ≥ 1, got {}", opt.kl_factor);
+  if (!(opt.alpha > 0 && opt.alpha < 1)) kc::fail("--alpha: expected in (0, 1), got {}", opt.alpha);
+
+  kc::Golden golden = kc::read_golden(golden_path);
+  std::optional<std::pair<std::int64_t, std::int64_t>> range;
+  if (!positions.empty()) range = parse_range(positions);
+  std::optional<kc::Logits> ref;
+  if (!ref_logits.empty()) ref = kc::open_logits(ref_logits);
+
+  kc::JudgeAccumulator cand;
+  {
+    kc::CandidateInput ci = kc::open_candidate_input(cand_path, golden, range);
+    if (!range && !partial_path.empty()) range = std::make_pair(ci.begin, ci.begin + ci.n);
+    cand = kc::accumulate(golden, ci, ref ? &*ref : nullptr);
+  }
+  std::vector<kc::JudgeAccumulator> noise;
+  for (auto& p : noise_paths) {
+    kc::CandidateInput ni = kc::open_candidate_input(p, golden, range);
+    if (ni.begin != cand.ranges.front().first || ni.n != cand.positions_judged())
+      kc::throw_input_error(p, "positions", "the candidate's positions",
+                            fmt::format("[{}, {})", ni.begin, ni.begin + ni.n));
+    noise.push_back(kc::accumulate(golden, ni, ref ? &*ref : nullptr));
+  }
+  if (!partial_path.empty()) {
+    kc::Partial part{golden.meta, golden_path, cand_path, noise_paths, std::move(cand), std::move(noise)};
+    kc::write_partial(partial_path, part);
+    std::printf("wrote shard %s: positions [%lld, %lld)\n", partial_path.c_str(),
+                static_cast<long long>(part.cand.ranges.front().first),
+                static_cast<long long>(part.cand.ranges.back().second));
+    return 0;
+  }
+  std::optional<kc::Thresholds> th;
+  if (!thresholds_path.empty()) th = kc::read_thresholds(thresholds_path);
+  kc::JudgeReport report =
+      kc::judge(golden.meta, golden_path, cand, cand_path, noise, noise_paths, th ? &*th : nullptr, opt);
+  if (!json_path.empty()) kc::write_file_atomic(json_path, kc::report_json(report).dump(2) + "\n");
+  if (!junit_path.empty()) kc::write_file_atomic(junit_path, kc::render_junit(report));
+  if (!html_path.empty()) kc::write_file_atomic(html_path, kc::render_judge_html(report));
+  std::string text = kc::render_text(report);
+  if (quiet) text = text.substr(0, text.find('\n') + 1);
+  std::fputs(text.c_str(), stdout);
+  return kc::verdict_exit_code(report.verdict);
+}
+
+kc::cli::Registrar reg({"test", "judge a candidate against a golden (PASS/FAIL/INCONCLUSIVE)", run});
+
+}  // namespace

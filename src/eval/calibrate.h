@@ -1,0 +1,35 @@
+// `kerncheck calibrate`: thresholds that pass every known-good run and fail every known-bad run.
+//
+// For each statistic s (stat_table keys present in every run): G_s = max over good runs. A bad run r is
+// caught by s when its value b_rs > G_s. Greedy cover: while some bad run is uncaught, take the statistic
+// with the largest separation b_rs / G_s over the uncaught runs (overall statistics win ties), and set its
+// limit between G_s and the smallest caught bad value m_s: sqrt(G_s · m_s) (the midpoint when G_s ≤ 0), so
+// every good run passes and every bad run it catches fails. Bad runs no statistic catches are reported.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "eval/judge.h"
+
+namespace kc {
+
+struct StatSeparation {
+  std::string key;
+  double good_max = 0, bad_min_caught = 0, limit = 0;
+  double separation = 0;             // bad_min_caught / good_max (inf when good_max = 0)
+  std::vector<std::string> catches;  // bad runs failing on it
+};
+
+struct CalibrationResult {
+  Thresholds thresholds;
+  std::vector<StatSeparation> chosen;    // the statistics written, in choice order
+  std::vector<std::string> unseparated;  // bad runs that no statistic separates from the good ones
+  // For every bad run: its best statistic and separation (for the report).
+  std::vector<std::pair<std::string, StatSeparation>> best_per_bad;
+};
+
+CalibrationResult calibrate(const std::vector<std::pair<std::string, std::map<std::string, double>>>& good,
+                            const std::vector<std::pair<std::string, std::map<std::string, double>>>& bad);
+
+}  // namespace kc

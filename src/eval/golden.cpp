@@ -1,0 +1,499 @@
+#include "eval/golden.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/mapped_file.h"
+#include "core/parallel.h"
+#include "io/safetensors.h"
+
+namespace kc {
+namespace {
+
+using nlohmann::json;
+
+template <typename T>
+std::span<const std::uint8_t> as_bytes(std::span<const T> s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size_bytes()};
+}
+
+template <typename T>
+Tensor view_tensor(DType d, std::vector<std::int64_t> shape, std::span<const T> s, const char* name) {
+  Tensor t;
+  t.dtype = d;
+  t.shape = std::move(shape);
+  t.bytes = as_bytes(s);
+  t.origin = name;
+  return t;
+}
+
+std::int64_t parse_int(const std::map<std::string, std::string>& md, const std::string& file, const char* key,
+                       std::int64_t lo, std::int64_t hi) {
+  auto it = md.find(key);
+  if (it == md.end()) throw_input_error(file, std::string("metadata ") + key, "an integer", "nothing");
+  std::int64_t v = 0;
+  const std::string& s = it->second;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || s.empty())
+    throw_input_error(file, std::string("metadata ") + key, "an integer", "\"" + s.substr(0, 40) + "\"");
+  if (v < lo || v > hi)
+    throw_input_error(file, std::string("metadata ") + key, fmt::format("an integer in [{}, {}]", lo, hi), s);
+  return v;
+}
+
+std::string get_str(const std::map<std::string, std::string>& md, const char* key) {
+  auto it = md.find(key);
+  return it == md.end() ? std::string() : it->second;
+}
+
+void check_format(const std::map<std::string, std::string>& md, const std::string& file, const char* want) {
+  auto f = md.find("kerncheck.format");
+  if (f == md.end())
+    throw_input_error(file, "metadata kerncheck.format", fmt::format("\"{}\"", want),
+                      "nothing (not a kerncheck file)");
+  if (f->second != want)
+    throw_input_error(file, "metadata kerncheck.format", fmt::format("\"{}\"", want),
+                      "\"" + f->second.substr(0, 40) + "\"");
+  auto v = md.find("kerncheck.version");
+  if (v == md.end() || v->second != kFormatVersion)
+    throw_input_error(file, "metadata kerncheck.version", fmt::format("\"{}\"", kFormatVersion),
+                      v == md.end() ? "nothing" : "\"" + v->second.substr(0, 40) + "\"");
+}
+
+// Storage for arrays that had to be copied (misaligned in the file).
+struct Holder {
+  std::shared_ptr<const void> file_owner;
+  std::vector<std::vector<std::uint8_t>> copies;
+};
+
+template <typename T>
+std::span<const T> get_array(const SafetensorsFile& f, Holder& h, const char* name, DType want,
+                             std::vector<std::int64_t> shape, bool optional = false) {
+  const std::string& file = f.path();
+  if (!f.contains(name)) {
+    if (optional) return {};
+    throw_input_error(file, fmt::format("tensor {}", name), "present", "missing");
+  }
+  Tensor t = f.tensor(name);
+  if (t.dtype != want)
+    throw_input_error(file, fmt::format("tensor {} dtype", name), safetensors_code(want),
+                      safetensors_code(t.dtype));
+  if (t.shape != shape) {
+    Tensor s;
+    s.shape = shape;
+    throw_input_error(file, fmt::format("tensor {} shape", name), s.shape_str(), t.shape_str());
+  }
+  std::size_t n = t.bytes.size() / sizeof(T);
+  if (reinterpret_cast<std::uintptr_t>(t.bytes.data()) % alignof(T) == 0)
+    return {reinterpret_cast<const T*>(t.bytes.data()), n};
+  h.copies.emplace_back(t.bytes.begin(), t.bytes.end());  // vector storage is suitably aligned
+  return {reinterpret_cast<const T*>(h.copies.back().data()), n};
+}
+
+std::string checksum_of(std::initializer_list<std::span<const std::uint8_t>> parts) {
+  Xxh64 h;
+  for (auto& p : parts) h.update(p);
+  return "xxh3:" + h.hex();
+}
+
+std::string golden_checksum(const GoldenArrays& a) {
+  return checksum_of({as_bytes(a.top_ids), as_bytes(a.top_logprobs), as_bytes(a.other_logprob),
+                      as_bytes(a.token), as_bytes(a.token_logprob), as_bytes(a.segment), as_bytes(a.depth),
+                      as_bytes(a.phase), as_bytes(a.flags)});
+}
+
+std::string candidate_checksum(const CandidateArrays& a) {
+  return checksum_of({as_bytes(a.logprobs_at_ref), as_bytes(a.other_logprob), as_bytes(a.top1_id),
+                      as_bytes(a.top1_logprob), as_bytes(a.token_logprob), as_bytes(a.flags),
+                      as_bytes(a.covered)});
+}
+
+// Parallel validation of per-position invariants; reports the first bad position.
+template <typename Fn>
+void check_rows(std::int64_t n, const Fn& bad_row /* returns "" or a message for row i */) {
+  const std::size_t chunk = 1 << 16;
+  std::vector<std::pair<std::int64_t, std::string>> first(chunk_count(n, chunk), {-1, ""});
+  parallel_for(n, chunk, [&](std::size_t c, std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      std::string m = bad_row(static_cast<std::int64_t>(i));
+      if (!m.empty()) {
+        first[c] = {static_cast<std::int64_t>(i), std::move(m)};
+        return;
+      }
+    }
+  });
+  for (auto& f : first)
+    if (f.first >= 0) throw Error(f.second);
+}
+
+void put_identity(std::map<std::string, std::string>& md, const Identity& id, const Provenance& p) {
+  md["model"] = id.model;
+  md["tokenizer"] = id.tokenizer;
+  md["corpus"] = id.corpus;
+  md["engine"] = p.engine;
+  md["variant"] = p.variant;
+  md["command_line"] = p.command_line;
+}
+
+void get_identity(const std::map<std::string, std::string>& md, Identity& id, Provenance& p) {
+  id.model = get_str(md, "model");
+  id.tokenizer = get_str(md, "tokenizer");
+  id.corpus = get_str(md, "corpus");
+  p.engine = get_str(md, "engine");
+  p.variant = get_str(md, "variant");
+  p.command_line = get_str(md, "command_line");
+}
+
+Golden golden_from(const SafetensorsFile& f, std::shared_ptr<const void> owner, bool verify) {
+  const std::string& file = f.path();
+  const auto& md = f.metadata();
+  check_format(md, file, "golden");
+  Golden g;
+  g.path = file;
+  GoldenMeta& m = g.meta;
+  m.k = static_cast<int>(parse_int(md, file, "k", 1, 4096));
+  m.vocab = parse_int(md, file, "vocab", m.k, std::int64_t{1} << 31);
+  m.n = parse_int(md, file, "positions", 1, std::int64_t{1} << 40);
+  get_identity(md, m.identity, m.made_by);
+  m.checksum = get_str(md, "checksum");
+  auto h = std::make_shared<Holder>();
+  h->file_owner = std::move(owner);
+  const std::int64_t n = m.n, k = m.k;
+  GoldenArrays& a = g.a;
+  a.top_ids = get_array<std::int32_t>(f, *h, "top_ids", DType::int32, {n, k});
+  a.top_logprobs = get_array<float>(f, *h, "top_logprobs", DType::float32, {n, k});
+  a.other_logprob = get_array<float>(f, *h, "other_logprob", DType::float32, {n});
+  a.token = get_array<std::int32_t>(f, *h, "token", DType::int32, {n});
+  a.token_logprob = get_array<float>(f, *h, "token_logprob", DType::float32, {n});
+  a.segment = get_array<std::int32_t>(f, *h, "segment", DType::int32, {n});
+  a.depth = get_array<std::int32_t>(f, *h, "depth", DType::int32, {n});
+  a.phase = get_array<std::uint8_t>(f, *h, "phase", DType::uint8, {n});
+  a.flags = get_array<std::uint8_t>(f, *h, "flags", DType::uint8, {n});
+  g.owner = h;
+  if (verify) {
+    std::string sum = golden_checksum(a);
+    if (sum != m.checksum)
+      throw_input_error(file, "metadata checksum", sum,
+                        m.checksum.empty()
+                            ? "nothing"
+                            : m.checksum.substr(0, 40) + " (the data were changed or the file is damaged)");
+  }
+  m.segments = segments_from_json(get_str(md, "segments"), file, n);
+  const std::int64_t n_seg = static_cast<std::int64_t>(m.segments.size());
+  const std::int64_t vocab = m.vocab;
+  check_rows(n, [&](std::int64_t i) -> std::string {
+    const std::int32_t* ids = a.top_ids.data() + i * k;
+    const float* lp = a.top_logprobs.data() + i * k;
+    for (std::int64_t j = 0; j < k; ++j) {
+      if (ids[j] < 0 || ids[j] >= vocab)
+        return fmt::format("{}: top_ids[{}, {}]: expected an id in [0, {}), got {}", file, i, j, vocab,
+                           ids[j]);
+      if (std::isnan(lp[j]) || lp[j] > 1e-3f)
+        return fmt::format("{}: top_logprobs[{}, {}]: expected a log-prob ≤ 0, got {}", file, i, j, lp[j]);
+      // Ordered by the logits (ties by lower id); two logits that differ can round to one f32 log-prob, so
+      // the stored values are only non-increasing.
+      if (j > 0 && (lp[j] > lp[j - 1] || ids[j] == ids[j - 1]))
+        return fmt::format("{}: top_logprobs[{}]: expected non-increasing log-probs and distinct ids at {}",
+                           file, i, j);
+    }
+    if (std::isnan(a.other_logprob[i]) || a.other_logprob[i] > 1e-3f)
+      return fmt::format("{}: other_logprob[{}]: expected a log-prob ≤ 0, got {}", file, i,
+                         a.other_logprob[i]);
+    if (a.token[i] < 0 || a.token[i] >= vocab)
+      return fmt::format("{}: token[{}]: expected an id in [0, {}), got {}", file, i, vocab, a.token[i]);
+    if (std::isnan(a.token_logprob[i]) || a.token_logprob[i] > 1e-3f)
+      return fmt::format("{}: token_logprob[{}]: expected a log-prob ≤ 0, got {}", file, i,
+                         a.token_logprob[i]);
+    if (a.segment[i] < 0 || a.segment[i] >= n_seg)
+      return fmt::format("{}: segment[{}]: expected an index in [0, {}), got {}", file, i, n_seg,
+                         a.segment[i]);
+    if (a.depth[i] < 0) return fmt::format("{}: depth[{}]: expected ≥ 0, got {}", file, i, a.depth[i]);
+    if (a.phase[i] > 1) return fmt::format("{}: phase[{}]: expected 0 or 1, got {}", file, i, a.phase[i]);
+    if (a.flags[i] & kFlagsBroken)
+      return fmt::format("{}: flags[{}]: the reference row is not finite (flags {}); a golden must be clean",
+                         file, i, a.flags[i]);
+    return {};
+  });
+  return g;
+}
+
+Candidate candidate_from(const SafetensorsFile& f, std::shared_ptr<const void> owner, bool verify) {
+  const std::string& file = f.path();
+  const auto& md = f.metadata();
+  check_format(md, file, "candidate");
+  Candidate c;
+  c.path = file;
+  CandidateMeta& m = c.meta;
+  m.k = static_cast<int>(parse_int(md, file, "k", 1, 4096));
+  m.vocab = parse_int(md, file, "vocab", m.k, std::int64_t{1} << 31);
+  m.n = parse_int(md, file, "positions", 1, std::int64_t{1} << 40);
+  m.position_begin = parse_int(md, file, "position_begin", 0, std::int64_t{1} << 40);
+  get_identity(md, m.identity, m.made_by);
+  m.golden_checksum = get_str(md, "golden_checksum");
+  m.checksum = get_str(md, "checksum");
+  auto h = std::make_shared<Holder>();
+  h->file_owner = std::move(owner);
+  const std::int64_t n = m.n, k = m.k;
+  CandidateArrays& a = c.a;
+  a.logprobs_at_ref = get_array<float>(f, *h, "logprobs_at_ref", DType::float32, {n, k});
+  a.other_logprob = get_array<float>(f, *h, "other_logprob", DType::float32, {n});
+  a.top1_id = get_array<std::int32_t>(f, *h, "top1_id", DType::int32, {n});
+  a.top1_logprob = get_array<float>(f, *h, "top1_logprob", DType::float32, {n});
+  a.token_logprob = get_array<float>(f, *h, "token_logprob", DType::float32, {n});
+  a.flags = get_array<std::uint8_t>(f, *h, "flags", DType::uint8, {n});
+  a.covered = get_array<std::uint8_t>(f, *h, "covered", DType::uint8, {n, k}, true);
+  c.owner = h;
+  if (verify) {
+    std::string sum = candidate_checksum(a);
+    if (sum != m.checksum)
+      throw_input_error(file, "metadata checksum", sum,
+                        m.checksum.empty()
+                            ? "nothing"
+                            : m.checksum.substr(0, 40) + " (the data were changed or the file is damaged)");
+  }
+  const std::int64_t vocab = m.vocab;
+  check_rows(n, [&](std::int64_t i) -> std::string {
+    bool broken = a.flags[i] & kFlagsBroken;
+    if ((a.top1_id[i] < 0 && !broken) || a.top1_id[i] >= vocab)
+      return fmt::format("{}: top1_id[{}]: expected an id in [0, {}), got {}", file, i, vocab, a.top1_id[i]);
+    if (!a.covered.empty())
+      for (std::int64_t j = 0; j < k; ++j)
+        if (a.covered[i * k + j] > 1)
+          return fmt::format("{}: covered[{}, {}]: expected 0 or 1, got {}", file, i, j,
+                             a.covered[i * k + j]);
+    return {};
+  });
+  return c;
+}
+
+}  // namespace
+
+// ---- buffers --------------------------------------------------------------------------------------
+void CandidateBuffers::push(std::span<const float> lp, float other, std::int32_t top1, float top1_lp,
+                            float token_lp, std::uint8_t fl, const std::uint8_t* cov) {
+  KC_ASSERT(lp.size() == static_cast<std::size_t>(k), "push: {} log-probs for k = {}", lp.size(), k);
+  std::size_t before = size();
+  logprobs_at_ref.insert(logprobs_at_ref.end(), lp.begin(), lp.end());
+  other_logprob.push_back(other);
+  top1_id.push_back(top1);
+  top1_logprob.push_back(top1_lp);
+  token_logprob.push_back(token_lp);
+  flags.push_back(fl);
+  if (cov || !covered.empty()) {
+    if (covered.empty()) covered.assign(before * k, 1);
+    if (cov)
+      covered.insert(covered.end(), cov, cov + k);
+    else
+      covered.insert(covered.end(), k, 1);
+  }
+}
+
+CandidateArrays CandidateBuffers::view() const {
+  return {logprobs_at_ref, other_logprob, top1_id, top1_logprob, token_logprob, flags, covered};
+}
+
+GoldenArrays GoldenBuffers::view() const {
+  return {top_ids, top_logprobs, other_logprob, token, token_logprob, segment, depth, phase, flags};
+}
+
+// ---- read / write -----------------------------------------------------------------------------------
+Golden read_golden(const std::string& path) {
+  auto file = MappedFile::open(path);
+  return golden_from(SafetensorsFile::parse(file->bytes(), path, file), file, true);
+}
+
+Candidate read_candidate(const std::string& path) {
+  auto file = MappedFile::open(path);
+  return candidate_from(SafetensorsFile::parse(file->bytes(), path, file), file, true);
+}
+
+Golden parse_golden(std::span<const std::uint8_t> bytes, const std::string& path, bool verify) {
+  return golden_from(SafetensorsFile::parse(bytes, path, nullptr), nullptr, verify);
+}
+
+Candidate parse_candidate(std::span<const std::uint8_t> bytes, const std::string& path, bool verify) {
+  return candidate_from(SafetensorsFile::parse(bytes, path, nullptr), nullptr, verify);
+}
+
+std::string write_golden(const std::string& path, const GoldenMeta& m, const GoldenArrays& a) {
+  const std::int64_t n = static_cast<std::int64_t>(a.token.size()), k = m.k;
+  KC_ASSERT(
+      n == m.n && k >= 1 && a.top_ids.size() == static_cast<std::size_t>(n * k) &&
+          a.top_logprobs.size() == a.top_ids.size() &&
+          a.other_logprob.size() == static_cast<std::size_t>(n) &&
+          a.token_logprob.size() == static_cast<std::size_t>(n) &&
+          a.segment.size() == static_cast<std::size_t>(n) && a.depth.size() == static_cast<std::size_t>(n) &&
+          a.phase.size() == static_cast<std::size_t>(n) && a.flags.size() == static_cast<std::size_t>(n),
+      "write_golden: inconsistent array sizes for {} positions, k = {}", n, k);
+  std::string sum = golden_checksum(a);
+  std::map<std::string, std::string> md;
+  md["kerncheck.format"] = "golden";
+  md["kerncheck.version"] = kFormatVersion;
+  md["k"] = std::to_string(k);
+  md["vocab"] = std::to_string(m.vocab);
+  md["positions"] = std::to_string(n);
+  put_identity(md, m.identity, m.made_by);
+  md["segments"] = segments_to_json(m.segments);
+  md["checksum"] = sum;
+  // 4-byte tensors first, bytes last: every tensor stays naturally aligned in the file.
+  std::vector<NamedTensor> t;
+  t.push_back({"top_ids", view_tensor(DType::int32, {n, k}, a.top_ids, "top_ids")});
+  t.push_back({"top_logprobs", view_tensor(DType::float32, {n, k}, a.top_logprobs, "top_logprobs")});
+  t.push_back({"other_logprob", view_tensor(DType::float32, {n}, a.other_logprob, "other_logprob")});
+  t.push_back({"token", view_tensor(DType::int32, {n}, a.token, "token")});
+  t.push_back({"token_logprob", view_tensor(DType::float32, {n}, a.token_logprob, "token_logprob")});
+  t.push_back({"segment", view_tensor(DType::int32, {n}, a.segment, "segment")});
+  t.push_back({"depth", view_tensor(DType::int32, {n}, a.depth, "depth")});
+  t.push_back({"phase", view_tensor(DType::uint8, {n}, a.phase, "phase")});
+  t.push_back({"flags", view_tensor(DType::uint8, {n}, a.flags, "flags")});
+  write_safetensors(path, t, md);
+  return sum;
+}
+
+std::string write_candidate(const std::string& path, const CandidateMeta& m, const CandidateArrays& a) {
+  const std::int64_t n = static_cast<std::int64_t>(a.top1_id.size()), k = m.k;
+  const auto un = static_cast<std::size_t>(n);
+  KC_ASSERT(n == m.n && a.logprobs_at_ref.size() == un * k && a.other_logprob.size() == un &&
+                a.top1_logprob.size() == un && a.token_logprob.size() == un && a.flags.size() == un &&
+                (a.covered.empty() || a.covered.size() == un * k),
+            "write_candidate: inconsistent array sizes for {} positions, k = {}", n, k);
+  std::string sum = candidate_checksum(a);
+  std::map<std::string, std::string> md;
+  md["kerncheck.format"] = "candidate";
+  md["kerncheck.version"] = kFormatVersion;
+  md["k"] = std::to_string(k);
+  md["vocab"] = std::to_string(m.vocab);
+  md["positions"] = std::to_string(n);
+  md["position_begin"] = std::to_string(m.position_begin);
+  md["golden_checksum"] = m.golden_checksum;
+  put_identity(md, m.identity, m.made_by);
+  md["checksum"] = sum;
+  std::vector<NamedTensor> t;
+  t.push_back({"logprobs_at_ref", view_tensor(DType::float32, {n, k}, a.logprobs_at_ref, "logprobs_at_ref")});
+  t.push_back({"other_logprob", view_tensor(DType::float32, {n}, a.other_logprob, "other_logprob")});
+  t.push_back({"top1_id", view_tensor(DType::int32, {n}, a.top1_id, "top1_id")});
+  t.push_back({"top1_logprob", view_tensor(DType::float32, {n}, a.top1_logprob, "top1_logprob")});
+  t.push_back({"token_logprob", view_tensor(DType::float32, {n}, a.token_logprob, "token_logprob")});
+  t.push_back({"flags", view_tensor(DType::uint8, {n}, a.flags, "flags")});
+  if (!a.covered.empty()) t.push_back({"covered", view_tensor(DType::uint8, {n, k}, a.covered, "covered")});
+  write_safetensors(path, t, md);
+  return sum;
+}
+
+CandidateMeta candidate_meta_for(const Golden& g, const Provenance& made_by) {
+  CandidateMeta m;
+  m.k = g.meta.k;
+  m.vocab = g.meta.vocab;
+  m.n = g.meta.n;
+  m.identity = g.meta.identity;
+  m.golden_checksum = g.meta.checksum;
+  m.made_by = made_by;
+  return m;
+}
+
+void check_candidate_matches(const Golden& g, const Candidate& c) {
+  const std::string& f = c.path;
+  if (c.meta.k != g.meta.k)
+    throw_input_error(f, "metadata k", std::to_string(g.meta.k), std::to_string(c.meta.k));
+  if (c.meta.vocab != g.meta.vocab)
+    throw_input_error(f, "metadata vocab", std::to_string(g.meta.vocab), std::to_string(c.meta.vocab));
+  auto same = [&](const char* what, const std::string& a, const std::string& b) {
+    if (a != b)
+      throw_input_error(f, fmt::format("metadata {}", what), fmt::format("\"{}\" (the golden's)", a),
+                        fmt::format("\"{}\"", b));
+  };
+  same("model", g.meta.identity.model, c.meta.identity.model);
+  same("tokenizer", g.meta.identity.tokenizer, c.meta.identity.tokenizer);
+  same("corpus", g.meta.identity.corpus, c.meta.identity.corpus);
+  if (c.meta.position_begin + c.meta.n > g.meta.n)
+    throw_input_error(f, "metadata positions",
+                      fmt::format("a range within the golden's {} positions", g.meta.n),
+                      fmt::format("[{}, {})", c.meta.position_begin, c.meta.position_begin + c.meta.n));
+  if (c.meta.golden_checksum != g.meta.checksum)
+    fail(
+        "{}: metadata golden_checksum: expected {} (the checksum of {}), got {}: the candidate was made for "
+        "another "
+        "golden",
+        f, g.meta.checksum, g.path, c.meta.golden_checksum.empty() ? "nothing" : c.meta.golden_checksum);
+}
+
+std::string corpus_identity_of_tokens(std::span<const std::int32_t> tokens) {
+  return "tokens-sha256:" + sha256_hex(as_bytes(tokens));
+}
+
+std::string segments_to_json(const std::vector<Segment>& segs) {
+  json arr = json::array();
+  for (auto& s : segs) {
+    json j = {{"name", s.name}, {"domain", s.domain}, {"depth", s.depth}, {"start", s.start}};
+    if (!s.text.empty()) j["text"] = s.text;
+    if (!s.offsets.empty()) j["offsets"] = s.offsets;
+    arr.push_back(std::move(j));
+  }
+  return arr.dump();
+}
+
+std::vector<Segment> segments_from_json(const std::string& text, const std::string& file, std::int64_t n) {
+  json arr;
+  try {
+    arr = json::parse(text);
+  } catch (const json::exception& e) {
+    throw_input_error(file, "metadata segments", "a JSON list of segments", "invalid JSON");
+  }
+  if (!arr.is_array() || arr.empty())
+    throw_input_error(file, "metadata segments", "a non-empty JSON list", arr.type_name());
+  if (arr.size() > (std::size_t{1} << 24))
+    throw_input_error(file, "metadata segments", "at most 2^24 segments", std::to_string(arr.size()));
+  std::vector<Segment> out;
+  for (std::size_t i = 0; i < arr.size(); ++i) {
+    const json& j = arr[i];
+    std::string where = fmt::format("metadata segments[{}]", i);
+    if (!j.is_object()) throw_input_error(file, where, "an object", j.type_name());
+    Segment s;
+    auto str = [&](const char* key, std::string& dst, bool required) {
+      if (!j.contains(key)) {
+        if (required) throw_input_error(file, where + "." + key, "a string", "nothing");
+        return;
+      }
+      if (!j[key].is_string()) throw_input_error(file, where + "." + key, "a string", j[key].type_name());
+      dst = j[key].get<std::string>();
+    };
+    auto num = [&](const char* key, std::int64_t& dst, bool required) {
+      if (!j.contains(key)) {
+        if (required) throw_input_error(file, where + "." + key, "an integer", "nothing");
+        return;
+      }
+      if (!j[key].is_number_integer() || j[key].get<std::int64_t>() < 0)
+        throw_input_error(file, where + "." + key, "an integer ≥ 0", j[key].dump().substr(0, 40));
+      dst = j[key].get<std::int64_t>();
+    };
+    str("name", s.name, true);
+    str("domain", s.domain, false);
+    if (s.domain.empty()) s.domain = "prose";
+    num("depth", s.depth, false);
+    num("start", s.start, false);
+    str("text", s.text, false);
+    if (s.start > n)
+      throw_input_error(file, where + ".start", fmt::format("≤ {}", n), std::to_string(s.start));
+    if (j.contains("offsets")) {
+      if (!j["offsets"].is_array())
+        throw_input_error(file, where + ".offsets", "a list of integers", j["offsets"].type_name());
+      for (auto& o : j["offsets"]) {
+        if (!o.is_number_integer() || o.get<std::int64_t>() < 0 ||
+            o.get<std::int64_t>() > static_cast<std::int64_t>(s.text.size()))
+          throw_input_error(file, where + ".offsets", fmt::format("char offsets in [0, {}]", s.text.size()),
+                            o.dump().substr(0, 40));
+        s.offsets.push_back(o.get<std::int64_t>());
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace kc

@@ -1,0 +1,173 @@
+// Golden and candidate files (docs/golden-format.md): safetensors containers that stock loaders read.
+//
+// Golden, per scored position n of N (k = top-k size, 182 bytes per position at k = 20):
+//   top_ids        [N, k] I32  reference top-k ids, log-prob descending, ties by lower id
+//   top_logprobs   [N, k] F32  their log-probs, normalised over the full vocabulary
+//   other_logprob  [N]    F32  log of the tail mass 1 − Σ_j p_j, summed directly over the tail (exact)
+//   token          [N]    I32  the corpus token that follows the position
+//   token_logprob  [N]    F32  its log-prob
+//   segment        [N]    I32  index into the "segments" metadata list
+//   depth          [N]    I32  context length at the position (tokens before the predicted one)
+//   phase          [N]    U8   0 prefill, 1 decode
+//   flags          [N]    U8   PositionFlag bits of the reference row
+// Candidate, per position of the golden (all positions, or a contiguous range for shards):
+//   logprobs_at_ref [N, k] F32 candidate log-probs at the golden's top_ids (for an id the engine did not
+//                              report: an upper bound of its log-prob, with covered = 0)
+//   other_logprob   [N]    F32 candidate log tail mass outside the golden's top-k; NaN = unknown
+//   top1_id         [N]    I32 candidate's own top-1 (ties by lower id)
+//   top1_logprob    [N]    F32
+//   token_logprob   [N]    F32 candidate log-prob of the corpus token; NaN = unknown
+//   flags           [N]    U8  PositionFlag bits of the candidate row
+//   covered         [N, k] U8  optional; 1 = the engine reported this id. Absent = all covered.
+// Metadata (strings): kerncheck.format ("golden" | "candidate"), kerncheck.version ("1"), k, vocab,
+// positions, model, tokenizer, corpus, engine, variant, command_line, segments (JSON), checksum
+// ("xxh3:" + 16 hex digits over every tensor's bytes in file order); candidates also golden_checksum and
+// position_begin.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kc {
+
+inline constexpr const char* kFormatVersion = "1";
+
+enum PositionFlag : std::uint8_t {
+  kFlagNaN = 1,            // the row had a NaN logit
+  kFlagPosInf = 2,         // the row had a +inf logit
+  kFlagNoFinite = 4,       // no finite logit at all
+  kFlagNegInf = 8,         // some logits were −inf (masked ids; informational)
+  kFlagTokenUnknown = 16,  // candidate: the corpus token's log-prob was not reported
+};
+inline constexpr std::uint8_t kFlagsBroken = kFlagNaN | kFlagPosInf | kFlagNoFinite;
+
+struct Segment {
+  std::string name;
+  std::string domain = "prose";       // "code" | "prose" | any other label
+  std::int64_t depth = 0;             // nominal context depth of the segment (informational)
+  std::int64_t start = 0;             // index of its first scored position in the golden
+  std::string text;                   // optional: the text, for quoting the worst positions
+  std::vector<std::int64_t> offsets;  // optional: per scored position, char offset in text of the next token
+};
+
+// Who/what made a file.
+struct Provenance {
+  std::string engine, variant, command_line;
+};
+
+struct Identity {
+  std::string model, tokenizer, corpus;  // hash strings; corpus defaults to "tokens-sha256:<hex>"
+};
+
+struct GoldenMeta {
+  int k = 20;
+  std::int64_t vocab = 0;
+  std::int64_t n = 0;
+  Identity identity;
+  Provenance made_by;
+  std::vector<Segment> segments;
+  std::string checksum;  // filled by the reader and the writer
+};
+
+// Views of the golden arrays (into a mapped file or the caller's buffers).
+struct GoldenArrays {
+  std::span<const std::int32_t> top_ids;  // N·k
+  std::span<const float> top_logprobs;    // N·k
+  std::span<const float> other_logprob;   // N
+  std::span<const std::int32_t> token;    // N
+  std::span<const float> token_logprob;   // N
+  std::span<const std::int32_t> segment;  // N
+  std::span<const std::int32_t> depth;    // N
+  std::span<const std::uint8_t> phase;    // N
+  std::span<const std::uint8_t> flags;    // N
+};
+
+struct Golden {
+  std::string path;
+  GoldenMeta meta;
+  GoldenArrays a;
+  std::shared_ptr<const void> owner;  // keeps the mapping (or copies) alive
+};
+
+struct CandidateMeta {
+  int k = 20;
+  std::int64_t vocab = 0;
+  std::int64_t n = 0;               // positions in this file
+  std::int64_t position_begin = 0;  // golden index of its first position
+  Identity identity;                // the golden's
+  std::string golden_checksum;
+  Provenance made_by;
+  std::string checksum;
+};
+
+struct CandidateArrays {
+  std::span<const float> logprobs_at_ref;  // N·k
+  std::span<const float> other_logprob;    // N (NaN = unknown)
+  std::span<const std::int32_t> top1_id;   // N
+  std::span<const float> top1_logprob;     // N
+  std::span<const float> token_logprob;    // N (NaN = unknown)
+  std::span<const std::uint8_t> flags;     // N
+  std::span<const std::uint8_t> covered;   // N·k, or empty = every id covered
+};
+
+struct Candidate {
+  std::string path;
+  CandidateMeta meta;
+  CandidateArrays a;
+  std::shared_ptr<const void> owner;
+};
+
+// Owned buffers for building a candidate (importers, record). Fill with push(), then write_candidate.
+struct CandidateBuffers {
+  int k = 20;
+  std::vector<float> logprobs_at_ref, other_logprob, top1_logprob, token_logprob;
+  std::vector<std::int32_t> top1_id;
+  std::vector<std::uint8_t> flags, covered;  // leave `covered` empty when every id is always covered
+  std::size_t size() const { return top1_id.size(); }
+  // One position. `covered` may be nullptr (all covered); once any position has a covered mask, earlier
+  // positions are back-filled as fully covered.
+  void push(std::span<const float> lp_at_ref, float other, std::int32_t top1, float top1_lp, float token_lp,
+            std::uint8_t flags, const std::uint8_t* covered = nullptr);
+  CandidateArrays view() const;
+};
+
+struct GoldenBuffers {
+  int k = 20;
+  std::vector<std::int32_t> top_ids, token, segment, depth;
+  std::vector<float> top_logprobs, other_logprob, token_logprob;
+  std::vector<std::uint8_t> phase, flags;
+  std::size_t size() const { return token.size(); }
+  GoldenArrays view() const;
+};
+
+// Readers validate everything (format, version, dtypes, shapes, ids in [0, vocab), segments, checksum) and
+// throw kc::Error "FILE: FIELD: expected …, got …". The reader maps the file; the arrays are views.
+Golden read_golden(const std::string& path);
+Candidate read_candidate(const std::string& path);
+// The same from bytes in memory (fuzzing). `verify_checksum` can be turned off only by fuzzers.
+Golden parse_golden(std::span<const std::uint8_t> bytes, const std::string& path,
+                    bool verify_checksum = true);
+Candidate parse_candidate(std::span<const std::uint8_t> bytes, const std::string& path,
+                          bool verify_checksum = true);
+
+// Writers check shapes and write atomically; they compute the checksum (returned, and stored in meta).
+std::string write_golden(const std::string& path, const GoldenMeta& meta, const GoldenArrays& a);
+std::string write_candidate(const std::string& path, const CandidateMeta& meta, const CandidateArrays& a);
+
+// A candidate's metadata for judging against `golden` (identity, k, vocab, checksum, n = all positions).
+CandidateMeta candidate_meta_for(const Golden& golden, const Provenance& made_by);
+
+// Refuses (kc::Error) a candidate that does not belong to the golden: k, vocab, identity, golden checksum,
+// position range within [0, N).
+void check_candidate_matches(const Golden& g, const Candidate& c);
+
+// "tokens-sha256:<hex>" of the token ids (the corpus identity when none is given).
+std::string corpus_identity_of_tokens(std::span<const std::int32_t> tokens);
+
+// Segments as the JSON text stored in the metadata, and back (validated against n positions).
+std::string segments_to_json(const std::vector<Segment>& segments);
+std::vector<Segment> segments_from_json(const std::string& text, const std::string& file, std::int64_t n);
+
+}  // namespace kc

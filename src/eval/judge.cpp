@@ -1,0 +1,650 @@
+#include "eval/judge.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/parallel.h"
+#include "io/safetensors.h"
+#include "metrics/fastmath.h"
+
+namespace kc {
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::pass:
+      return "PASS";
+    case Verdict::fail:
+      return "FAIL";
+    default:
+      return "INCONCLUSIVE";
+  }
+}
+
+int verdict_exit_code(Verdict v) {
+  return v == Verdict::pass ? kExitPass : v == Verdict::fail ? kExitFail : kExitInconclusive;
+}
+
+// ---- inputs ------------------------------------------------------------------------------------------
+namespace {
+
+bool is_candidate_file(const std::string& path) {
+  auto f = MappedFile::open(path);
+  auto b = f->bytes();
+  if (b.size() < 8) return false;
+  std::uint64_t hl = 0;
+  for (int i = 0; i < 8; ++i) hl |= static_cast<std::uint64_t>(b[i]) << (8 * i);
+  if (hl == 0 || hl > b.size() - 8 || b[8] != '{') return false;
+  std::string_view header(reinterpret_cast<const char*>(b.data() + 8), hl);
+  return header.find("\"kerncheck.format\"") != std::string_view::npos;
+}
+
+Logits slice_rows(const Logits& L, std::int64_t begin, std::int64_t end) {
+  Logits s = L;
+  std::size_t row_bytes = storage_bytes(L.t.dtype, L.vocab);
+  s.t.bytes = L.t.bytes.subspan(begin * row_bytes, (end - begin) * row_bytes);
+  s.t.shape = {end - begin, L.vocab};
+  s.n = end - begin;
+  return s;
+}
+
+template <typename T>
+std::span<const T> sub(std::span<const T> s, std::int64_t off, std::int64_t n, std::int64_t per) {
+  if (s.empty()) return s;
+  return s.subspan(off * per, n * per);
+}
+
+}  // namespace
+
+CandidateInput open_candidate_input(const std::string& path, const Golden& g,
+                                    std::optional<std::pair<std::int64_t, std::int64_t>> range) {
+  CandidateInput ci;
+  ci.path = path;
+  const std::int64_t N = g.meta.n;
+  if (range && (range->first < 0 || range->second > N || range->first >= range->second))
+    fail("--positions: expected a range within [0, {}), got [{}, {})", N, range->first, range->second);
+  if (is_candidate_file(path)) {
+    ci.cand = read_candidate(path);
+    check_candidate_matches(g, ci.cand);
+    std::int64_t cb = ci.cand.meta.position_begin, ce = cb + ci.cand.meta.n;
+    std::int64_t b = range ? range->first : cb, e = range ? range->second : ce;
+    if (b < cb || e > ce)
+      throw_input_error(path, "positions",
+                        fmt::format("a candidate covering golden positions [{}, {})", b, e),
+                        fmt::format("[{}, {})", cb, ce));
+    if (!range && (cb != 0 || ce != N))
+      throw_input_error(path, "positions",
+                        fmt::format("all {} positions of the golden (or pass --positions / --partial)", N),
+                        fmt::format("positions [{}, {})", cb, ce));
+    const std::int64_t k = g.meta.k, off = b - cb, n = e - b;
+    CandidateArrays& a = ci.cand.a;
+    a.logprobs_at_ref = sub(a.logprobs_at_ref, off, n, k);
+    a.other_logprob = sub(a.other_logprob, off, n, 1);
+    a.top1_id = sub(a.top1_id, off, n, 1);
+    a.top1_logprob = sub(a.top1_logprob, off, n, 1);
+    a.token_logprob = sub(a.token_logprob, off, n, 1);
+    a.flags = sub(a.flags, off, n, 1);
+    a.covered = sub(a.covered, off, n, k);
+    ci.begin = b;
+    ci.n = n;
+    return ci;
+  }
+  Logits L = open_logits(path);
+  std::int64_t b = range ? range->first : 0, e = range ? range->second : N;
+  if (L.n == N && (b != 0 || e != N))
+    L = slice_rows(L, b, e);
+  else if (L.n != e - b)
+    throw_input_error(
+        path, "shape",
+        fmt::format("[{}, {}] logits (the golden's positions [{}, {}))", e - b, g.meta.vocab, b, e),
+        L.t.shape_str());
+  ci.buffers = record_candidate(L, g, b, e);
+  ci.in_memory = true;
+  ci.logits = L;
+  ci.begin = b;
+  ci.n = e - b;
+  return ci;
+}
+
+// ---- accumulation ------------------------------------------------------------------------------------
+namespace {
+
+std::vector<std::string> domain_list(const GoldenMeta& m, std::vector<std::uint8_t>& seg_domain) {
+  std::vector<std::string> doms;
+  seg_domain.clear();
+  for (auto& s : m.segments) {
+    auto it = std::find(doms.begin(), doms.end(), s.domain);
+    if (it == doms.end()) {
+      if (doms.size() == 255) fail("golden: more than 255 distinct segment domains");
+      doms.push_back(s.domain);
+      it = doms.end() - 1;
+    }
+    seg_domain.push_back(static_cast<std::uint8_t>(it - doms.begin()));
+  }
+  return doms;
+}
+
+WorstPosition worst_detail(const Golden& g, const CandidateArrays& a, std::int64_t gi, std::int64_t i,
+                           const PositionRecord& r) {
+  const int k = g.meta.k;
+  WorstPosition w;
+  w.position = gi;
+  w.kl = r.nonfinite ? INFINITY : r.score.kl;
+  w.margin = r.margin;
+  w.flip = r.flip;
+  w.segment = r.segment;
+  w.token = g.a.token[gi];
+  for (int j = 0; j < 3 && j < k; ++j) {
+    w.ref_ids[j] = g.a.top_ids[gi * k + j];
+    w.ref_logprobs[j] = g.a.top_logprobs[gi * k + j];
+  }
+  // Candidate top-3 among the reference top-k and the candidate's own top-1.
+  std::vector<std::pair<float, std::int32_t>> c;
+  c.emplace_back(a.top1_logprob[i], a.top1_id[i]);
+  for (int j = 0; j < k; ++j)
+    if (a.covered.empty() || a.covered[i * k + j])
+      c.emplace_back(a.logprobs_at_ref[i * k + j], g.a.top_ids[gi * k + j]);
+  std::sort(c.begin(), c.end(), [](auto& x, auto& y) {
+    bool xn = std::isnan(x.first), yn = std::isnan(y.first);
+    if (xn != yn) return yn;
+    return x.first != y.first ? x.first > y.first : x.second < y.second;
+  });
+  c.erase(std::unique(c.begin(), c.end(), [](auto& x, auto& y) { return x.second == y.second; }), c.end());
+  for (int j = 0; j < 3 && j < static_cast<int>(c.size()); ++j) {
+    w.cand_ids[j] = c[j].second;
+    w.cand_logprobs[j] = c[j].first;
+  }
+  return w;
+}
+
+}  // namespace
+
+JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Logits* ref) {
+  std::vector<std::uint8_t> seg_domain;
+  std::vector<std::string> doms = domain_list(g.meta, seg_domain);
+  const int k = g.meta.k;
+  const int n_seg = static_cast<int>(g.meta.segments.size());
+  const CandidateArrays a = ci.arrays();
+  const std::int64_t begin = ci.begin, n = ci.n;
+  const bool full = ref && ci.logits;
+  if (ref && ref->n != g.meta.n)
+    throw_input_error(ref->t.origin, "shape",
+                      fmt::format("[{}, {}] (every golden position)", g.meta.n, g.meta.vocab),
+                      ref->t.shape_str());
+  if (ref && ref->vocab != g.meta.vocab)
+    throw_input_error(ref->t.origin, "shape", fmt::format("[{}, {}]", g.meta.n, g.meta.vocab),
+                      ref->t.shape_str());
+  // Large fixed chunks: each chunk's accumulator holds a plot sample of up to 20k points.
+  const std::size_t chunk = std::size_t{1} << 18;
+  std::vector<JudgeAccumulator> parts(chunk_count(n, chunk));
+  parallel_for(n, chunk, [&](std::size_t ci_, std::size_t b, std::size_t e) {
+    JudgeAccumulator& acc = parts[ci_];
+    acc.init(k, doms, n_seg);
+    acc.add_range(begin + b, begin + e);
+    std::vector<float> rrow, crow;
+    if (full) rrow.resize(g.meta.vocab), crow.resize(g.meta.vocab);
+    for (std::size_t i = b; i < e; ++i) {
+      const std::int64_t gi = begin + static_cast<std::int64_t>(i);
+      const float* lp = &g.a.top_logprobs[gi * k];
+      PositionRecord r;
+      r.position = gi;
+      r.segment = g.a.segment[gi];
+      r.depth = g.a.depth[gi];
+      r.phase = g.a.phase[gi];
+      r.domain = seg_domain[r.segment];
+      r.cell = cell_index(r.domain, depth_bucket(r.depth), r.phase);
+      r.score = score_topk(lp, g.a.other_logprob[gi], &a.logprobs_at_ref[i * k], a.other_logprob[i],
+                           a.covered.empty() ? nullptr : &a.covered[i * k], k);
+      r.nonfinite = (a.flags[i] & kFlagsBroken) || !std::isfinite(r.score.kl);
+      r.flip = a.top1_id[i] != g.a.top_ids[gi * k];
+      r.margin = static_cast<double>(lp[0]) - static_cast<double>(lp[1]);
+      float tc = a.token_logprob[i];
+      if (!(a.flags[i] & kFlagTokenUnknown) && !std::isnan(tc)) {
+        r.nll_cand = -static_cast<double>(tc);
+        r.nll_ref = -static_cast<double>(g.a.token_logprob[gi]);
+        r.delta_p = fastmath::exp_f64(tc) - fastmath::exp_f64(g.a.token_logprob[gi]);
+      }
+      if (full) {
+        ref->row(gi, rrow.data());
+        ci.logits->row(i, crow.data());
+        r.full_kl = full_vocab_kl(rrow.data(), crow.data(), g.meta.vocab);
+      }
+      acc.add(r);
+      double wkl = r.nonfinite ? INFINITY : r.score.kl;
+      if (acc.wants_worst(wkl, gi)) acc.offer_worst(worst_detail(g, a, gi, i, r));
+    }
+  });
+  JudgeAccumulator total;
+  for (auto& p : parts) total.merge(std::move(p));  // in chunk order: deterministic
+  if (n == 0) total.init(k, doms, n_seg);
+  return total;
+}
+
+// ---- summaries ---------------------------------------------------------------------------------------
+namespace {
+
+// Quantiles of v (modified in place) at increasing qs, numpy "linear" interpolation, linear time.
+std::vector<double> quantiles(std::vector<float>& v, std::initializer_list<double> qs) {
+  std::vector<double> out;
+  std::size_t from = 0;
+  const std::size_t n = v.size();
+  for (double q : qs) {
+    if (n == 0) {
+      out.push_back(NAN);
+      continue;
+    }
+    double h = q * static_cast<double>(n - 1);
+    std::size_t lo = static_cast<std::size_t>(std::floor(h));
+    if (lo < from) lo = from;  // never happens for increasing qs
+    std::nth_element(v.begin() + from, v.begin() + lo, v.end());
+    double a = v[lo], b = a;
+    if (lo + 1 < n) b = *std::min_element(v.begin() + lo + 1, v.end());
+    out.push_back(a + (h - static_cast<double>(lo)) * (b - a));
+    from = lo;
+  }
+  return out;
+}
+
+KlStats kl_stats(std::vector<float>& values, const ExactSum& sum, const ExactSum& sq, double max) {
+  KlStats s;
+  s.n = static_cast<std::int64_t>(values.size());
+  if (s.n == 0) return s;
+  const double n = static_cast<double>(s.n);
+  s.mean = sum.value() / n;
+  if (s.n > 1) s.stderr_ = std::sqrt(std::max(0.0, (sq.value() - n * s.mean * s.mean) / (n - 1)) / n);
+  auto q = quantiles(values, {0.5, 0.9, 0.99, 0.999});
+  s.median = q[0];
+  s.p90 = q[1];
+  s.p99 = q[2];
+  s.p999 = q[3];
+  s.max = max;
+  return s;
+}
+
+SplitSummary split_summary(CellStats c, const std::string& kind, const std::string& name) {
+  SplitSummary s;
+  s.kind = kind;
+  s.name = name;
+  s.n = static_cast<std::int64_t>(c.n);
+  s.nonfinite = static_cast<std::int64_t>(c.nonfinite);
+  s.q_other_clamped = static_cast<std::int64_t>(c.q_other_clamped);
+  s.kl = kl_stats(c.kl_values, c.kl, c.kl_sq, c.kl_max);
+  for (int b = 0; b < kMarginBins; ++b) {
+    BinCount& bc = s.bins[b];
+    bc.n = c.bin_n[b];
+    bc.flips = c.bin_flips[b];
+    bc.rate = bc.n ? static_cast<double>(bc.flips) / static_cast<double>(bc.n) : NAN;
+    auto [lo, hi] = wilson_interval(bc.flips, bc.n);
+    bc.ci_lo = lo;
+    bc.ci_hi = hi;
+    s.flips += bc.flips;
+    if (b >= 1 && b <= 4) s.n_uncertain += bc.n;
+    if (b >= 5) s.high_margin_flips += bc.flips;  // margin > 1
+  }
+  std::uint64_t fu = c.bin_flips[1] + c.bin_flips[2] + c.bin_flips[3] + c.bin_flips[4];
+  s.flip_rate = s.n ? static_cast<double>(s.flips) / static_cast<double>(s.n) : NAN;
+  s.flip_rate_uncertain = s.n_uncertain ? static_cast<double>(fu) / static_cast<double>(s.n_uncertain) : NAN;
+  s.n_token = static_cast<std::int64_t>(c.n_token);
+  if (c.n_token) {
+    const double nt = static_cast<double>(c.n_token);
+    s.delta_p_mean = c.delta_p.value() / nt;
+    s.delta_p_rms = std::sqrt(c.delta_p_sq.value() / nt);
+    s.ppl_ref = std::exp(c.nll_ref.value() / nt);
+    s.ppl_cand = std::exp(c.nll_cand.value() / nt);
+    s.ln_ppl_ratio = c.nll_diff.value() / nt;
+    if (c.n_token > 1) {
+      s.delta_p_stderr = std::sqrt(
+          std::max(0.0, (c.delta_p_sq.value() - nt * s.delta_p_mean * s.delta_p_mean) / (nt - 1)) / nt);
+      s.ln_ppl_ratio_stderr = std::sqrt(
+          std::max(0.0, (c.nll_diff_sq.value() - nt * s.ln_ppl_ratio * s.ln_ppl_ratio) / (nt - 1)) / nt);
+    }
+  }
+  if (c.n_sigma) s.sigma = std::sqrt(c.sigma2.value() / static_cast<double>(c.n_sigma));
+  s.coverage_ids = c.ids_total ? static_cast<double>(c.ids_covered) / static_cast<double>(c.ids_total) : NAN;
+  double mass = c.mass.value();
+  s.coverage_mass = mass > 0 ? 1.0 - c.mass_missing.value() / mass : NAN;
+  s.positions_partial = c.positions_partial;
+  s.upper_infinite = c.upper_infinite;
+  std::uint64_t finite_n = c.kl_values.size();
+  s.kl_upper_mean = (c.upper_infinite == 0 && finite_n)
+                        ? (c.kl.value() + c.kl_upper_excess.value()) / static_cast<double>(finite_n)
+                        : NAN;
+  s.full_kl = kl_stats(c.full_kl_values, c.full_kl, c.full_kl_sq, c.full_kl_max);
+  if (c.n_full == 0) s.full_kl.max = NAN;
+  return s;
+}
+
+}  // namespace
+
+RunSummary summarize(const JudgeAccumulator& acc, const std::string& path, double high_kl_threshold) {
+  RunSummary r;
+  r.path = path;
+  const int nd = static_cast<int>(acc.domains.size());
+  CellStats all;
+  std::vector<CellStats> dom(nd), phase(kPhases), depth(kDepthBuckets);
+  for (int d = 0; d < nd; ++d)
+    for (int b = 0; b < kDepthBuckets; ++b)
+      for (int p = 0; p < kPhases; ++p) {
+        const CellStats& c = acc.cells[cell_index(d, b, p)];
+        if (!c.n) continue;
+        all.merge(c);
+        dom[d].merge(c);
+        phase[p].merge(c);
+        depth[b].merge(c);
+      }
+  // High-KL positions that did not flip (before split_summary reorders the values).
+  double t = high_kl_threshold;
+  if (std::isnan(t)) {
+    std::vector<float> v = all.kl_values;
+    t = quantiles(v, {0.99})[0];
+  }
+  r.high_kl_threshold = t;
+  if (!std::isnan(t)) {
+    for (float x : all.kl_values) r.high_kl += x > t;
+    std::uint64_t flipped = 0;
+    for (float x : all.flipped_kl) flipped += x > t;
+    r.high_kl_no_flip = r.high_kl - flipped;
+    r.high_kl_no_flip_share =
+        r.high_kl ? static_cast<double>(r.high_kl_no_flip) / static_cast<double>(r.high_kl) : NAN;
+  }
+  r.overall = split_summary(std::move(all), "overall", "overall");
+  for (int d = 0; d < nd; ++d)
+    if (dom[d].n) r.by_domain.push_back(split_summary(std::move(dom[d]), "domain", acc.domains[d]));
+  static const char* phase_names[kPhases] = {"prefill", "decode"};
+  for (int p = 0; p < kPhases; ++p)
+    if (phase[p].n) r.by_phase.push_back(split_summary(std::move(phase[p]), "phase", phase_names[p]));
+  for (int b = 0; b < kDepthBuckets; ++b)
+    if (depth[b].n)
+      r.by_depth.push_back(
+          split_summary(std::move(depth[b]), "depth", std::to_string(depth_bucket_lower(b))));
+  // Pinsker: each segment is one "answer" of T steps; the bound uses the mean over answers (Jensen).
+  double sum = 0, steps = 0, mx = 0;
+  int segs = 0;
+  for (int s = 0; s < acc.n_segments; ++s) {
+    if (!acc.segment_n[s]) continue;
+    double kls = std::max(0.0, acc.segment_kl[s].value());
+    sum += kls;
+    steps += static_cast<double>(acc.segment_n[s]);
+    mx = std::max(mx, std::sqrt(0.5 * kls));
+    ++segs;
+  }
+  if (segs) {
+    r.pinsker_bound = std::sqrt(0.5 * sum / segs);
+    r.pinsker_steps = steps / segs;
+    r.pinsker_max_segment = mx;
+  }
+  return r;
+}
+
+std::map<std::string, double> stat_table(const RunSummary& r, const JudgeOptions& o) {
+  std::map<std::string, double> t;
+  auto put = [&](const std::string& prefix, const SplitSummary& s) {
+    if (prefix.size() && s.n < o.min_split_center) return;
+    t[prefix + "kl_mean"] = s.kl.mean;
+    t[prefix + "kl_median"] = s.kl.median;
+    t[prefix + "kl_p90"] = s.kl.p90;
+    t[prefix + "kl_p99"] = s.kl.p99;
+    t[prefix + "kl_p999"] = s.kl.p999;
+    t[prefix + "kl_max"] = s.kl.max;
+    t[prefix + "flip_rate"] = s.flip_rate;
+    if (s.n_uncertain) t[prefix + "flip_rate_uncertain"] = s.flip_rate_uncertain;
+    t[prefix + "high_margin_flips"] = static_cast<double>(s.high_margin_flips);
+    if (s.n_token) t[prefix + "delta_p_rms"] = s.delta_p_rms;
+    t[prefix + "nonfinite"] = static_cast<double>(s.nonfinite);
+  };
+  put("", r.overall);
+  for (auto& s : r.by_domain) put("domain." + s.name + ".", s);
+  for (auto& s : r.by_phase) put("phase." + s.name + ".", s);
+  for (auto& s : r.by_depth) put("depth." + s.name + ".", s);
+  if (!std::isnan(r.overall.sigma)) t["sigma"] = r.overall.sigma;
+  if (r.overall.n_token) t["nll_diff_mean"] = r.overall.ln_ppl_ratio;
+  // Drop NaN entries (empty statistics).
+  for (auto it = t.begin(); it != t.end();) it = std::isnan(it->second) ? t.erase(it) : std::next(it);
+  return t;
+}
+
+// ---- verdict -------------------------------------------------------------------------------------------
+namespace {
+
+std::string split_label(const SplitSummary& s) {
+  return s.kind == "overall" ? "overall" : s.kind + " " + s.name;
+}
+std::string split_prefix(const SplitSummary& s) {
+  return s.kind == "overall" ? "" : s.kind + "." + s.name + ".";
+}
+
+std::vector<const SplitSummary*> all_splits(const RunSummary& r) {
+  std::vector<const SplitSummary*> v{&r.overall};
+  for (auto& s : r.by_domain) v.push_back(&s);
+  for (auto& s : r.by_phase) v.push_back(&s);
+  for (auto& s : r.by_depth) v.push_back(&s);
+  return v;
+}
+
+// Expected flips per coarse bin under the Gaussian model with per-logit noise σ.
+std::array<double, kMarginBins> expected_flips(const JudgeAccumulator& a, double sigma) {
+  std::array<double, kMarginBins> e{};
+  if (!(sigma > 0)) return e;
+  for (int f = 0; f < kFineMarginBins; ++f) {
+    if (!a.fine_n[f]) continue;
+    double m = a.fine_margin_sum[f].value() / static_cast<double>(a.fine_n[f]);
+    double p = normal_cdf(-m / (std::sqrt(2.0) * sigma));
+    e[margin_bin(f == 0 ? 0.0 : m)] += p * static_cast<double>(a.fine_n[f]);
+  }
+  return e;
+}
+
+std::string quote(const std::string& s, std::size_t from, std::size_t to) {
+  std::string q = s.substr(from, to - from);
+  for (auto& ch : q)
+    if (ch == '\n' || ch == '\t' || ch == '\r') ch = ' ';
+  return q;
+}
+
+}  // namespace
+
+JudgeReport judge(const GoldenMeta& golden, const std::string& golden_path, const JudgeAccumulator& cand,
+                  const std::string& cand_path, const std::vector<JudgeAccumulator>& noise,
+                  const std::vector<std::string>& noise_paths, const Thresholds* th,
+                  const JudgeOptions& opt) {
+  JudgeReport R;
+  R.options = opt;
+  R.golden = golden;
+  R.golden_path = golden_path;
+  R.candidate_path = cand_path;
+  R.noise_paths = noise_paths;
+  R.domains = cand.domains;
+  R.positions_judged = cand.positions_judged();
+  R.has_floor = !noise.empty();
+  R.mode = th ? "thresholds" : R.has_floor ? "noise" : "none";
+  if (th) R.thresholds_path = th->path;
+
+  // Floor first: its p99 sets the "high KL" threshold of the candidate.
+  std::vector<std::map<std::string, double>> noise_tables;
+  double floor_p99 = 0, sig2 = 0, sig_n = 0;
+  for (std::size_t i = 0; i < noise.size(); ++i) {
+    R.noise.push_back(summarize(noise[i], noise_paths[i]));
+    noise_tables.push_back(stat_table(R.noise.back(), opt));
+    floor_p99 += R.noise.back().overall.kl.p99 / static_cast<double>(noise.size());
+    for (auto& c : noise[i].cells) {
+      sig2 += c.sigma2.value();
+      sig_n += static_cast<double>(c.n_sigma);
+    }
+  }
+  if (sig_n > 0) R.sigma_floor = std::sqrt(sig2 / sig_n);
+  R.cand = summarize(cand, cand_path, R.has_floor ? floor_p99 : NAN);
+  R.stats = stat_table(R.cand, opt);
+  if (R.has_floor) {
+    for (auto& [key, v] : noise_tables[0]) {
+      double s = 0;
+      bool everywhere = true;
+      for (auto& t : noise_tables) {
+        auto it = t.find(key);
+        if (it == t.end()) {
+          everywhere = false;
+          break;
+        }
+        s += it->second;
+      }
+      if (everywhere) R.floor_stats[key] = s / static_cast<double>(noise_tables.size());
+    }
+    for (auto& [key, v] : R.stats) {
+      auto it = R.floor_stats.find(key);
+      if (it != R.floor_stats.end() && it->second > 0) R.noise_ratio[key] = v / it->second;
+    }
+  }
+
+  // Flip rate by margin bin against the pooled floor.
+  std::array<double, kMarginBins> exp_floor = expected_flips(cand, R.sigma_floor);
+  std::array<double, kMarginBins> exp_own = expected_flips(cand, R.cand.overall.sigma);
+  std::vector<double> pvals;
+  std::vector<int> tested;
+  std::uint64_t floor_high_margin = 0;
+  for (int b = 0; b < kMarginBins; ++b) {
+    BinReport br;
+    br.label = margin_bin_label(b);
+    br.cand = R.cand.overall.bins[b];
+    for (auto& n : R.noise) {
+      br.floor.n += n.overall.bins[b].n;
+      br.floor.flips += n.overall.bins[b].flips;
+    }
+    if (br.floor.n) {
+      br.floor.rate = static_cast<double>(br.floor.flips) / static_cast<double>(br.floor.n);
+      auto [lo, hi] = wilson_interval(br.floor.flips, br.floor.n);
+      br.floor.ci_lo = lo, br.floor.ci_hi = hi;
+    }
+    if (b >= 5) floor_high_margin += br.floor.flips;
+    if (R.sigma_floor > 0) br.expected_flips = exp_floor[b];
+    if (R.cand.overall.sigma > 0) br.expected_flips_cand_sigma = exp_own[b];
+    if (R.has_floor && b > 0 && br.cand.n > 0) {
+      br.p_value = fisher_greater(br.cand.flips, br.cand.n, br.floor.flips, br.floor.n);
+      pvals.push_back(br.p_value);
+      tested.push_back(b);
+    }
+    R.bins.push_back(br);
+  }
+  std::vector<bool> rej = holm_reject(pvals, opt.alpha);
+  for (std::size_t i = 0; i < tested.size(); ++i) R.bins[tested[i]].rejected = rej[i];
+
+  auto add = [&](Finding f) {
+    if (std::isnan(f.ratio) && f.limit > 0) f.ratio = f.value / f.limit;
+    R.findings.push_back(std::move(f));
+  };
+  const SplitSummary& ov = R.cand.overall;
+  // 1. Non-finite output fails in every mode.
+  add({"nonfinite", "overall", "nonfinite", static_cast<double>(ov.nonfinite), 0, NAN,
+       ov.nonfinite ? INFINITY : 0.0, ov.nonfinite > 0,
+       ov.nonfinite ? fmt::format("{} position(s) with NaN/inf output or infinite KL", ov.nonfinite) : ""});
+  // 2. Backstop: flips above margin 1 that the floor does not have.
+  bool hm_threshold = th && th->limits.count("high_margin_flips");
+  if (!hm_threshold) {
+    bool failed = ov.high_margin_flips > 0 && floor_high_margin == 0;
+    std::string det;
+    if (ov.high_margin_flips) {
+      det = fmt::format("{} flip(s) at margin > 1 (floor: {})", ov.high_margin_flips, floor_high_margin);
+      if (!cand.high_margin_flips.empty())
+        det += fmt::format("; first at position {} (margin {:.3g})", cand.high_margin_flips[0].first,
+                           cand.high_margin_flips[0].second);
+      if (!failed) det += "; the floor flips there too, so the per-bin test decides";
+    }
+    add({"backstop", "overall", "high_margin_flips", static_cast<double>(ov.high_margin_flips), 0,
+         static_cast<double>(floor_high_margin), failed ? INFINITY : 0.0, failed, det});
+  }
+  if (th) {
+    if (!th->golden_checksum.empty() && th->golden_checksum != golden.checksum)
+      R.inconclusive_reasons.push_back(
+          fmt::format("the thresholds were calibrated on another golden ({}; this one is {})",
+                      th->golden_checksum, golden.checksum));
+    for (auto& [key, limit] : th->limits) {
+      auto it = R.stats.find(key);
+      if (it == R.stats.end()) {
+        add({"threshold", key, key, NAN, limit, NAN, NAN, false,
+             "not measured in this run (split absent or too small)"});
+        continue;
+      }
+      double fl = R.floor_stats.count(key) ? R.floor_stats[key] : NAN;
+      double ratio = limit > 0 ? it->second / limit : (it->second > limit ? INFINITY : 0.0);
+      add({"threshold", key, key, it->second, limit, fl, ratio, it->second > limit, ""});
+    }
+  } else if (R.has_floor) {
+    for (const SplitSummary* s : all_splits(R.cand)) {
+      struct {
+        const char* stat;
+        std::int64_t min_n;
+      } checks[] = {{"kl_mean", opt.min_split_center},
+                    {"kl_median", opt.min_split_center},
+                    {"kl_p99", opt.min_split_tail}};
+      for (auto& c : checks) {
+        if (s->n < c.min_n) continue;
+        std::string key = split_prefix(*s) + c.stat;
+        auto v = R.stats.find(key);
+        auto f = R.floor_stats.find(key);
+        if (v == R.stats.end() || f == R.floor_stats.end()) continue;
+        double limit = std::max(opt.kl_factor * f->second, opt.kl_abs_min);
+        add({"kl_limit", split_label(*s), c.stat, v->second, limit, f->second, NAN, v->second > limit,
+             fmt::format("limit = max({} × floor {:.3g}, {:.3g})", opt.kl_factor, f->second,
+                         opt.kl_abs_min)});
+      }
+    }
+    for (int b : tested) {
+      const BinReport& br = R.bins[b];
+      double ratio = br.floor.rate > 0 ? br.cand.rate / br.floor.rate : (br.cand.flips ? INFINITY : 0.0);
+      add({"flip_test", "bin " + br.label, "flip_rate", br.cand.rate, br.floor.rate, br.floor.rate, ratio,
+           br.rejected,
+           fmt::format("{} / {} flips vs floor {} / {}; one-sided Fisher p = {:.3g} (Holm, family α = {})",
+                       br.cand.flips, br.cand.n, br.floor.flips, br.floor.n, br.p_value, opt.alpha)});
+    }
+  }
+  // Inconclusive reasons (a FAIL overrides them: a failing statistic is evidence enough).
+  if (R.mode == "none")
+    R.inconclusive_reasons.push_back(
+        "no noise runs (--noise) and no thresholds (--thresholds): nothing says which numbers are normal");
+  if (R.positions_judged < opt.min_positions)
+    R.inconclusive_reasons.push_back(fmt::format("only {} positions judged (at least {} needed to pass)",
+                                                 R.positions_judged, opt.min_positions));
+  if (R.mode == "noise" && static_cast<std::int64_t>(ov.n_uncertain) < opt.min_uncertain)
+    R.inconclusive_reasons.push_back(fmt::format(
+        "only {} positions with margin in (0, 1]: too few to test the flip rate against the floor (need {})",
+        ov.n_uncertain, opt.min_uncertain));
+  if (ov.coverage_mass < opt.min_coverage)
+    R.inconclusive_reasons.push_back(
+        fmt::format("the candidate reported only {:.2f} % of the reference top-{} probability mass (need "
+                    "{:.2f} %); KL is a lower bound",
+                    100 * ov.coverage_mass, golden.k, 100 * opt.min_coverage));
+
+  std::stable_sort(R.findings.begin(), R.findings.end(), [](const Finding& a, const Finding& b) {
+    if (a.failed != b.failed) return a.failed;
+    double ra = std::isnan(a.ratio) ? -1 : a.ratio, rb = std::isnan(b.ratio) ? -1 : b.ratio;
+    return ra > rb;
+  });
+  bool failed = !R.findings.empty() && R.findings.front().failed;
+  R.verdict = failed ? Verdict::fail : R.inconclusive_reasons.empty() ? Verdict::pass : Verdict::inconclusive;
+
+  // Worst positions with their segment and text.
+  for (auto& w : cand.worst) {
+    WorstDetail d;
+    d.w = w;
+    if (w.segment >= 0 && w.segment < static_cast<int>(golden.segments.size())) {
+      const Segment& s = golden.segments[w.segment];
+      d.segment_name = s.name;
+      d.domain = s.domain;
+      d.offset = w.position - s.start;
+      if (!s.text.empty() && d.offset >= 0 && d.offset < static_cast<std::int64_t>(s.offsets.size())) {
+        std::size_t at = static_cast<std::size_t>(s.offsets[d.offset]);
+        std::size_t from = at > 80 ? at - 80 : 0;
+        std::size_t next_end = d.offset + 1 < static_cast<std::int64_t>(s.offsets.size())
+                                   ? static_cast<std::size_t>(s.offsets[d.offset + 1])
+                                   : std::min(s.text.size(), at + 16);
+        d.context = quote(s.text, from, at);
+        d.next_text = quote(s.text, at, std::max(at, std::min(next_end, s.text.size())));
+      }
+    }
+    R.worst.push_back(std::move(d));
+  }
+  R.sample = cand.sample;
+  std::sort(R.sample.begin(), R.sample.end(), [](auto& a, auto& b) { return a.position < b.position; });
+  return R;
+}
+
+}  // namespace kc

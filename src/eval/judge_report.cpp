@@ -1,0 +1,333 @@
+// Text, JSON and JUnit renderings of a JudgeReport. JSON keys are documented in docs/judge.md and stable.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "eval/judge.h"
+
+namespace kc {
+namespace {
+
+using nlohmann::json;
+using ordered = nlohmann::ordered_json;
+
+ordered num(double v) {
+  return std::isfinite(v) ? ordered(v) : std::isinf(v) ? ordered(v > 0 ? "inf" : "-inf") : ordered(nullptr);
+}
+
+ordered kl_json(const KlStats& k) {
+  return {{"n", k.n},          {"mean", num(k.mean)}, {"stderr", num(k.stderr_)}, {"median", num(k.median)},
+          {"p90", num(k.p90)}, {"p99", num(k.p99)},   {"p999", num(k.p999)},      {"max", num(k.max)}};
+}
+
+ordered bin_json(const BinCount& b) {
+  return {{"n", b.n}, {"flips", b.flips}, {"rate", num(b.rate)}, {"ci", {num(b.ci_lo), num(b.ci_hi)}}};
+}
+
+ordered split_json(const SplitSummary& s) {
+  ordered j;
+  j["n"] = s.n;
+  j["nonfinite"] = s.nonfinite;
+  j["kl"] = kl_json(s.kl);
+  j["flips"] = {{"count", s.flips},
+                {"rate", num(s.flip_rate)},
+                {"uncertain_positions", s.n_uncertain},
+                {"uncertain_rate", num(s.flip_rate_uncertain)}};
+  ordered bins = ordered::array();
+  for (int b = 0; b < kMarginBins; ++b) {
+    ordered x = bin_json(s.bins[b]);
+    x["bin"] = margin_bin_label(b);
+    bins.push_back(x);
+  }
+  j["flip_rate_by_margin"] = bins;
+  j["high_margin_flips"] = s.high_margin_flips;
+  j["delta_p"] = {
+      {"mean", num(s.delta_p_mean)}, {"stderr", num(s.delta_p_stderr)}, {"rms", num(s.delta_p_rms)}};
+  j["ppl"] = {{"ref", num(s.ppl_ref)},
+              {"cand", num(s.ppl_cand)},
+              {"ln_ratio", num(s.ln_ppl_ratio)},
+              {"ln_ratio_stderr", num(s.ln_ppl_ratio_stderr)}};
+  j["sigma"] = num(s.sigma);
+  j["coverage"] = {{"ids", num(s.coverage_ids)}, {"mass", num(s.coverage_mass)}};
+  return j;
+}
+
+ordered finding_json(const Finding& f) {
+  return {{"rule", f.rule},        {"split", f.split},      {"statistic", f.statistic},
+          {"value", num(f.value)}, {"limit", num(f.limit)}, {"floor", num(f.floor)},
+          {"ratio", num(f.ratio)}, {"failed", f.failed},    {"detail", f.detail}};
+}
+
+std::string g3(double v) {
+  if (std::isnan(v)) return "-";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{:.3g}", v);
+}
+
+}  // namespace
+
+json report_json(const JudgeReport& r) {
+  ordered j;
+  j["kerncheck_report"] = 1;
+  j["verdict"] = verdict_name(r.verdict);
+  j["exit_code"] = verdict_exit_code(r.verdict);
+  j["mode"] = r.mode;
+  j["decided_by"] = r.findings.empty() ? ordered(nullptr) : finding_json(r.findings.front());
+  ordered fs = ordered::array();
+  for (auto& f : r.findings) fs.push_back(finding_json(f));
+  j["findings"] = fs;
+  j["inconclusive_reasons"] = r.inconclusive_reasons;
+  j["golden"] = {{"path", r.golden_path},
+                 {"checksum", r.golden.checksum},
+                 {"k", r.golden.k},
+                 {"vocab", r.golden.vocab},
+                 {"positions", r.golden.n},
+                 {"model", r.golden.identity.model},
+                 {"tokenizer", r.golden.identity.tokenizer},
+                 {"corpus", r.golden.identity.corpus}};
+  j["candidate"] = r.candidate_path;
+  j["noise"] = r.noise_paths;
+  j["thresholds"] = r.thresholds_path.empty() ? ordered(nullptr) : ordered(r.thresholds_path);
+  const SplitSummary& o = r.cand.overall;
+  j["positions_judged"] = r.positions_judged;
+  j["nonfinite"] = o.nonfinite;
+  j["kl"] = kl_json(o.kl);
+  j["kl_full"] = o.full_kl.n ? kl_json(o.full_kl) : ordered(nullptr);
+  j["flips"] = {{"count", o.flips},
+                {"rate", num(o.flip_rate)},
+                {"uncertain_positions", o.n_uncertain},
+                {"uncertain_rate", num(o.flip_rate_uncertain)}};
+  ordered bins = ordered::array();
+  for (auto& b : r.bins) {
+    ordered x = bin_json(b.cand);
+    x["bin"] = b.label;
+    x["floor"] = r.has_floor ? bin_json(b.floor) : ordered(nullptr);
+    x["p_value"] = num(b.p_value);
+    x["significant"] = b.rejected;
+    x["expected_flips"] = num(b.expected_flips);
+    x["expected_flips_own_sigma"] = num(b.expected_flips_cand_sigma);
+    bins.push_back(x);
+  }
+  j["flip_rate_by_margin"] = bins;
+  std::uint64_t floor_hm = 0;
+  for (int b = 5; b < kMarginBins; ++b) floor_hm += r.bins[b].floor.flips;
+  ordered hm = ordered::array();
+  j["high_margin_flips"] = {{"count", o.high_margin_flips},
+                            {"floor_count", r.has_floor ? ordered(floor_hm) : ordered(nullptr)}};
+  j["ppl"] = {{"ref", num(o.ppl_ref)},
+              {"cand", num(o.ppl_cand)},
+              {"ratio", num(std::exp(o.ln_ppl_ratio))},
+              {"ln_ratio", num(o.ln_ppl_ratio)},
+              {"ln_ratio_stderr", num(o.ln_ppl_ratio_stderr)},
+              {"n", o.n_token}};
+  j["delta_p"] = {
+      {"mean", num(o.delta_p_mean)}, {"stderr", num(o.delta_p_stderr)}, {"rms", num(o.delta_p_rms)}};
+  j["pinsker_bound"] = {{"value", num(r.cand.pinsker_bound)},
+                        {"steps", num(r.cand.pinsker_steps)},
+                        {"max_segment", num(r.cand.pinsker_max_segment)},
+                        {"note",
+                         "|ΔAcc| ≤ sqrt(½ Σ_t KL_t) per segment taken as one T-step answer; a loose upper "
+                         "bound, not a threshold"}};
+  j["high_kl_without_flip"] = {{"threshold", num(r.cand.high_kl_threshold)},
+                               {"high_kl", r.cand.high_kl},
+                               {"without_flip", r.cand.high_kl_no_flip},
+                               {"share", num(r.cand.high_kl_no_flip_share)}};
+  j["sigma"] = {{"candidate", num(o.sigma)}, {"floor", num(r.sigma_floor)}};
+  j["coverage"] = {{"ids", num(o.coverage_ids)},
+                   {"mass", num(o.coverage_mass)},
+                   {"positions_partial", o.positions_partial},
+                   {"kl_lower_mean", num(o.kl.mean)},
+                   {"kl_upper_mean", num(o.kl_upper_mean)},
+                   {"upper_infinite", o.upper_infinite},
+                   {"q_other_clamped", o.q_other_clamped}};
+  auto splits = [](const std::vector<SplitSummary>& v) {
+    ordered m = ordered::object();
+    for (auto& s : v) m[s.name] = split_json(s);
+    return m;
+  };
+  j["by_domain"] = splits(r.cand.by_domain);
+  j["by_depth"] = splits(r.cand.by_depth);
+  j["by_phase"] = splits(r.cand.by_phase);
+  ordered nr = ordered::object();
+  for (auto& [k, v] : r.noise_ratio) nr[k] = num(v);
+  j["noise_ratio"] = nr;
+  ordered st = ordered::object(), fl = ordered::object();
+  for (auto& [k, v] : r.stats) st[k] = num(v);
+  for (auto& [k, v] : r.floor_stats) fl[k] = num(v);
+  j["stats"] = st;
+  j["floor_stats"] = r.has_floor ? fl : ordered(nullptr);
+  ordered w = ordered::array();
+  for (auto& d : r.worst) {
+    ordered ref = ordered::array(), cand = ordered::array();
+    for (int i = 0; i < 3; ++i) {
+      if (d.w.ref_ids[i] >= 0) ref.push_back({{"id", d.w.ref_ids[i]}, {"logprob", num(d.w.ref_logprobs[i])}});
+      if (d.w.cand_ids[i] >= 0)
+        cand.push_back({{"id", d.w.cand_ids[i]}, {"logprob", num(d.w.cand_logprobs[i])}});
+    }
+    w.push_back({{"position", d.w.position},
+                 {"segment", d.segment_name},
+                 {"domain", d.domain},
+                 {"offset", d.offset},
+                 {"kl", num(d.w.kl)},
+                 {"margin", num(d.w.margin)},
+                 {"flip", d.w.flip},
+                 {"token", d.w.token},
+                 {"context", d.context},
+                 {"next_text", d.next_text},
+                 {"ref_top3", ref},
+                 {"cand_top3", cand}});
+  }
+  j["worst"] = w;
+  return json::parse(j.dump());
+}
+
+std::string render_text(const JudgeReport& r) {
+  std::ostringstream o;
+  const SplitSummary& ov = r.cand.overall;
+  o << fmt::format("kerncheck test: {}  ({} positions, k = {}, mode: {})\n", verdict_name(r.verdict),
+                   r.positions_judged, r.golden.k, r.mode);
+  o << fmt::format("  golden    {}\n  candidate {}\n", r.golden_path, r.candidate_path);
+  for (auto& n : r.noise_paths) o << fmt::format("  noise     {}\n", n);
+  if (!r.thresholds_path.empty()) o << fmt::format("  thresholds {}\n", r.thresholds_path);
+  o << "\n";
+  if (r.verdict == Verdict::fail) {
+    o << "decided by:\n";
+    int shown = 0, failing = 0;
+    for (auto& f : r.findings) failing += f.failed;
+    for (auto& f : r.findings) {
+      if (!f.failed) break;
+      if (shown++ == 8) {
+        o << fmt::format("  … and {} more failing checks (see --json)\n", failing - 8);
+        break;
+      }
+      o << fmt::format("  {:<10} {:<22} {:<20} {} > {}  ({}× the limit){}{}\n", f.rule, f.split, f.statistic,
+                       g3(f.value), g3(f.limit), g3(f.ratio), f.detail.empty() ? "" : "; ", f.detail);
+    }
+  } else if (r.verdict == Verdict::inconclusive) {
+    o << "inconclusive because:\n";
+    for (auto& s : r.inconclusive_reasons) o << "  " << s << "\n";
+  } else if (!r.findings.empty()) {
+    const Finding& f = r.findings.front();
+    o << fmt::format("closest to its limit: {} {} {} = {} vs {} ({}× the limit)\n", f.rule, f.split,
+                     f.statistic, g3(f.value), g3(f.limit), g3(f.ratio));
+  }
+  o << "\n";
+  auto row = [&](const SplitSummary& s) {
+    std::string key = s.kind == "overall" ? "" : s.kind + "." + s.name + ".";
+    auto it = r.noise_ratio.find(key + "kl_median");
+    o << fmt::format("  {:<18} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}\n",
+                     s.kind == "overall" ? "overall" : s.kind + " " + s.name, s.n, g3(s.kl.mean),
+                     g3(s.kl.median), g3(s.kl.p99), g3(s.kl.max), g3(s.flip_rate), s.high_margin_flips,
+                     it == r.noise_ratio.end() ? "-" : g3(it->second));
+  };
+  o << fmt::format("  {:<18} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}\n", "split", "positions",
+                   "KL mean", "KL median", "KL p99", "KL max", "flip rate", "flips>1", "med/floor");
+  row(ov);
+  for (auto& s : r.cand.by_domain) row(s);
+  for (auto& s : r.cand.by_phase) row(s);
+  for (auto& s : r.cand.by_depth) row(s);
+  o << fmt::format("\n  KL mean {} ± {}, p90 {}, p99.9 {}", g3(ov.kl.mean), g3(ov.kl.stderr_), g3(ov.kl.p90),
+                   g3(ov.kl.p999));
+  if (ov.full_kl.n)
+    o << fmt::format("; full-vocab KL mean {} (median {}, max {})", g3(ov.full_kl.mean),
+                     g3(ov.full_kl.median), g3(ov.full_kl.max));
+  o << "\n";
+  o << fmt::format("  PPL ref {} cand {}; ln ratio {} ± {} (paired)\n", g3(ov.ppl_ref), g3(ov.ppl_cand),
+                   g3(ov.ln_ppl_ratio), g3(ov.ln_ppl_ratio_stderr));
+  o << fmt::format("  Δp mean {} ± {}, rms {}\n", g3(ov.delta_p_mean), g3(ov.delta_p_stderr),
+                   g3(ov.delta_p_rms));
+  o << fmt::format("  per-logit noise σ: candidate {}, floor {}\n", g3(ov.sigma), g3(r.sigma_floor));
+  o << fmt::format("  high-KL positions (KL > {}) without a flip: {} of {} ({})\n",
+                   g3(r.cand.high_kl_threshold), r.cand.high_kl_no_flip, r.cand.high_kl,
+                   g3(r.cand.high_kl_no_flip_share));
+  o << fmt::format("  Pinsker bound |ΔAcc| ≤ {} for a {}-step answer (loose: not a threshold)\n",
+                   g3(r.cand.pinsker_bound), g3(r.cand.pinsker_steps));
+  if (ov.coverage_ids < 1)
+    o << fmt::format("  coverage: {:.2f} % of ids, {:.3f} % of mass; KL is a lower bound (upper mean {})\n",
+                     100 * ov.coverage_ids, 100 * ov.coverage_mass, g3(ov.kl_upper_mean));
+  if (ov.q_other_clamped)
+    o << fmt::format("  q_other clamped at the floor in {} positions\n", ov.q_other_clamped);
+  o << "\n  flips by margin   cand (rate, 95% CI)                 floor (rate)          p      expected(σ "
+       "floor)\n";
+  for (auto& b : r.bins) {
+    o << fmt::format("  {:<12} {:>6}/{:<8} {:>9} [{}, {}]   {:>14}  {:>8} {}  {:>8}\n", b.label, b.cand.flips,
+                     b.cand.n, g3(b.cand.rate), g3(b.cand.ci_lo), g3(b.cand.ci_hi),
+                     r.has_floor ? fmt::format("{}/{} {}", b.floor.flips, b.floor.n, g3(b.floor.rate)) : "-",
+                     g3(b.p_value), b.rejected ? "*" : " ", g3(b.expected_flips));
+  }
+  if (!r.worst.empty()) {
+    o << "\n  worst positions (KL):\n";
+    int shown = 0;
+    for (auto& d : r.worst) {
+      if (shown++ == 10) break;
+      auto top = [](const std::array<std::int32_t, 3>& ids, const std::array<float, 3>& lp) {
+        std::string s;
+        for (int i = 0; i < 3; ++i)
+          if (ids[i] >= 0) s += fmt::format("{}{}:{:.3f}", i ? " " : "", ids[i], std::exp(lp[i]));
+        return s;
+      };
+      o << fmt::format("  #{} {} +{} KL {} margin {}{}  ref [{}]  cand [{}]\n", d.w.position, d.segment_name,
+                       d.offset, g3(d.w.kl), g3(d.w.margin), d.w.flip ? " FLIP" : "",
+                       top(d.w.ref_ids, d.w.ref_logprobs), top(d.w.cand_ids, d.w.cand_logprobs));
+      if (!d.context.empty() || !d.next_text.empty())
+        o << fmt::format("      …{}⟦{}⟧\n", d.context, d.next_text);
+    }
+  }
+  return o.str();
+}
+
+std::string render_junit(const JudgeReport& r) {
+  auto esc = [](const std::string& s) {
+    std::string o;
+    for (char c : s) {
+      switch (c) {
+        case '&':
+          o += "&amp;";
+          break;
+        case '<':
+          o += "&lt;";
+          break;
+        case '>':
+          o += "&gt;";
+          break;
+        case '"':
+          o += "&quot;";
+          break;
+        default:
+          o += c;
+      }
+    }
+    return o;
+  };
+  int failures = 0;
+  for (auto& f : r.findings) failures += f.failed;
+  bool inconclusive = r.verdict == Verdict::inconclusive;
+  std::ostringstream o;
+  o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  o << fmt::format(
+      "<testsuites><testsuite name=\"kerncheck test\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n",
+      r.findings.size() + 1, failures, inconclusive ? 1 : 0);
+  o << fmt::format("  <testcase classname=\"kerncheck\" name=\"verdict\">");
+  if (r.verdict == Verdict::fail) o << fmt::format("<failure message=\"{}\"/>", esc("FAIL"));
+  if (inconclusive) {
+    std::string why;
+    for (auto& s : r.inconclusive_reasons) why += (why.empty() ? "" : "; ") + s;
+    o << fmt::format("<skipped message=\"{}\"/>", esc(why));
+  }
+  o << "</testcase>\n";
+  for (auto& f : r.findings) {
+    o << fmt::format("  <testcase classname=\"kerncheck.{}\" name=\"{}\">", esc(f.rule),
+                     esc(f.split + " " + f.statistic));
+    if (f.failed)
+      o << fmt::format("<failure message=\"{}\"/>",
+                       esc(fmt::format("{} = {} > limit {} ({}x). {}", f.statistic, g3(f.value), g3(f.limit),
+                                       g3(f.ratio), f.detail)));
+    o << "</testcase>\n";
+  }
+  o << "</testsuite></testsuites>\n";
+  return o.str();
+}
+
+}  // namespace kc

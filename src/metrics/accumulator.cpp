@@ -1,0 +1,470 @@
+#include "metrics/accumulator.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace kc {
+
+int depth_bucket(std::int64_t depth) {
+  if (depth <= 0) return 0;
+  int b = 64 - std::countl_zero(static_cast<std::uint64_t>(depth));  // floor(log2) + 1
+  return std::min(b, kDepthBuckets - 1);
+}
+
+std::int64_t depth_bucket_lower(int b) { return b == 0 ? 0 : (std::int64_t{1} << (b - 1)); }
+
+int fine_margin_bin(double m) {
+  if (!(m > 0)) return 0;
+  if (m < 0x1p-20) return 1;
+  if (m >= 0x1p10) return kFineMarginBins - 1;
+  // 32 bins per octave from the exponent and the top 5 mantissa bits: no log, ≤ 2.2 % wide.
+  std::uint64_t bits = std::bit_cast<std::uint64_t>(m);
+  int e = static_cast<int>((bits >> 52) & 0x7ff) - 1023;  // in [-20, 9]
+  int sub = static_cast<int>((bits >> 47) & 31);
+  return 2 + (e + 20) * 32 + sub;
+}
+
+std::uint64_t position_hash(std::int64_t position) {  // splitmix64
+  std::uint64_t z = static_cast<std::uint64_t>(position) + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+void CellStats::add(const PositionRecord& r) {
+  ++n;
+  const double kl_v = r.score.kl;
+  bool finite = std::isfinite(kl_v) && !r.nonfinite;
+  if (!finite) {
+    ++nonfinite;
+  } else {
+    kl.add(kl_v);
+    kl_sq.add(kl_v * kl_v);
+    kl_max = std::max(kl_max, kl_v);
+    kl_values.push_back(static_cast<float>(kl_v));
+    if (r.flip) flipped_kl.push_back(static_cast<float>(kl_v));
+  }
+  int b = margin_bin(r.margin);
+  ++bin_n[b];
+  bin_flips[b] += r.flip;
+  if (std::isfinite(r.delta_p) && std::isfinite(r.nll_cand) && std::isfinite(r.nll_ref)) {
+    ++n_token;
+    delta_p.add(r.delta_p);
+    delta_p_sq.add(r.delta_p * r.delta_p);
+    nll_ref.add(r.nll_ref);
+    nll_cand.add(r.nll_cand);
+    double d = r.nll_cand - r.nll_ref;
+    nll_diff.add(d);
+    nll_diff_sq.add(d * d);
+  }
+  if (std::isfinite(r.score.sigma2)) {
+    ++n_sigma;
+    sigma2.add(r.score.sigma2);
+  }
+  q_other_clamped += r.score.q_other_clamped;
+  if (finite) {
+    mass.add(r.score.mass);
+    if (r.score.mass_covered != r.score.mass) mass_missing.add(r.score.mass - r.score.mass_covered);
+  }
+  if (std::isfinite(r.score.kl_upper) && finite) {
+    if (r.score.kl_upper != kl_v) kl_upper_excess.add(r.score.kl_upper - kl_v);
+  } else {
+    ++upper_infinite;
+  }
+  if (std::isfinite(r.full_kl)) {
+    ++n_full;
+    full_kl.add(r.full_kl);
+    full_kl_sq.add(r.full_kl * r.full_kl);
+    full_kl_max = std::max(full_kl_max, r.full_kl);
+    full_kl_values.push_back(static_cast<float>(r.full_kl));
+  }
+}
+
+void CellStats::merge(const CellStats& o) {
+  n += o.n;
+  nonfinite += o.nonfinite;
+  q_other_clamped += o.q_other_clamped;
+  kl.merge(o.kl);
+  kl_sq.merge(o.kl_sq);
+  kl_max = std::max(kl_max, o.kl_max);
+  kl_values.insert(kl_values.end(), o.kl_values.begin(), o.kl_values.end());
+  flipped_kl.insert(flipped_kl.end(), o.flipped_kl.begin(), o.flipped_kl.end());
+  for (int b = 0; b < kMarginBins; ++b) {
+    bin_n[b] += o.bin_n[b];
+    bin_flips[b] += o.bin_flips[b];
+  }
+  n_token += o.n_token;
+  delta_p.merge(o.delta_p);
+  delta_p_sq.merge(o.delta_p_sq);
+  nll_ref.merge(o.nll_ref);
+  nll_cand.merge(o.nll_cand);
+  nll_diff.merge(o.nll_diff);
+  nll_diff_sq.merge(o.nll_diff_sq);
+  n_sigma += o.n_sigma;
+  sigma2.merge(o.sigma2);
+  ids_total += o.ids_total;
+  ids_covered += o.ids_covered;
+  positions_partial += o.positions_partial;
+  upper_infinite += o.upper_infinite;
+  mass.merge(o.mass);
+  mass_missing.merge(o.mass_missing);
+  kl_upper_excess.merge(o.kl_upper_excess);
+  n_full += o.n_full;
+  full_kl.merge(o.full_kl);
+  full_kl_sq.merge(o.full_kl_sq);
+  full_kl_max = std::max(full_kl_max, o.full_kl_max);
+  full_kl_values.insert(full_kl_values.end(), o.full_kl_values.begin(), o.full_kl_values.end());
+}
+
+void JudgeAccumulator::init(int k_, std::vector<std::string> doms, int n_seg) {
+  k = k_;
+  domains = std::move(doms);
+  n_segments = n_seg;
+  cells.assign(domains.size() * kCellsPerDomain, CellStats{});
+  segment_kl.assign(n_seg, ExactSum{});
+  segment_n.assign(n_seg, 0);
+}
+
+void JudgeAccumulator::add_range(std::int64_t b, std::int64_t e) {
+  if (b >= e) return;
+  ranges.emplace_back(b, e);
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (auto& r : ranges) {
+    if (!out.empty() && r.first < out.back().second)
+      fail("position ranges overlap: [{}, {}) and [{}, {})", out.back().first, out.back().second, r.first,
+           r.second);
+    if (!out.empty() && r.first == out.back().second)
+      out.back().second = r.second;
+    else
+      out.push_back(r);
+  }
+  ranges = std::move(out);
+}
+
+std::int64_t JudgeAccumulator::positions_judged() const {
+  std::int64_t n = 0;
+  for (auto& r : ranges) n += r.second - r.first;
+  return n;
+}
+
+void JudgeAccumulator::add(const PositionRecord& r) {
+  CellStats& c = cells[r.cell];
+  c.add(r);
+  c.ids_total += k;
+  c.ids_covered += r.score.covered;
+  c.positions_partial += r.score.covered < k;
+  int fb = fine_margin_bin(r.margin);
+  ++fine_n[fb];
+  fine_flips[fb] += r.flip;
+  if (std::isfinite(r.margin)) fine_margin_sum[fb].add(r.margin);
+  bool finite = std::isfinite(r.score.kl) && !r.nonfinite;
+  if (finite && r.segment >= 0 && r.segment < n_segments) {
+    segment_kl[r.segment].add(r.score.kl);
+    ++segment_n[r.segment];
+  }
+  if (r.flip && r.margin > 1.0 && high_margin_flips.size() < kHighMarginList)
+    high_margin_flips.emplace_back(r.position, r.margin);
+  // Sample point: keep the kSample smallest hashes (a max-heap while filling).
+  std::uint64_t h = position_hash(r.position);
+  auto by_hash = [](const SamplePoint& a, const SamplePoint& b) { return a.hash < b.hash; };
+  if (sample.size() < kSample || h < sample.front().hash) {
+    SamplePoint p{h,
+                  r.position,
+                  static_cast<float>(finite ? r.score.kl : INFINITY),
+                  static_cast<float>(r.margin),
+                  r.flip,
+                  r.domain,
+                  r.phase,
+                  r.depth};
+    if (sample.size() == kSample) {
+      std::pop_heap(sample.begin(), sample.end(), by_hash);
+      sample.back() = p;
+    } else {
+      sample.push_back(p);
+    }
+    std::push_heap(sample.begin(), sample.end(), by_hash);
+  }
+}
+
+namespace {
+// Worst order: non-finite first (kl = +inf), then KL desc, then position asc.
+bool worse(double kl_a, std::int64_t pos_a, double kl_b, std::int64_t pos_b) {
+  if (kl_a != kl_b) return kl_a > kl_b;
+  return pos_a < pos_b;
+}
+}  // namespace
+
+bool JudgeAccumulator::wants_worst(double kl, std::int64_t position) const {
+  if (worst.size() < kWorst) return true;
+  const auto& last = worst.back();
+  return worse(kl, position, last.kl, last.position);
+}
+
+void JudgeAccumulator::offer_worst(const WorstPosition& w) {
+  auto it =
+      std::lower_bound(worst.begin(), worst.end(), w, [](const WorstPosition& a, const WorstPosition& b) {
+        return worse(a.kl, a.position, b.kl, b.position);
+      });
+  worst.insert(it, w);
+  if (worst.size() > kWorst) worst.pop_back();
+}
+
+void JudgeAccumulator::merge(JudgeAccumulator&& o) {
+  if (cells.empty()) {
+    *this = std::move(o);
+    std::make_heap(sample.begin(), sample.end(), [](auto& a, auto& b) { return a.hash < b.hash; });
+    return;
+  }
+  merge(static_cast<const JudgeAccumulator&>(o));
+}
+
+void JudgeAccumulator::merge(const JudgeAccumulator& o) {
+  if (cells.empty()) {  // an empty (default) accumulator takes the shape of the first merged one
+    *this = o;
+    std::sort(sample.begin(), sample.end(), [](auto& a, auto& b) { return a.hash < b.hash; });
+    std::make_heap(sample.begin(), sample.end(), [](auto& a, auto& b) { return a.hash < b.hash; });
+    return;
+  }
+  if (o.cells.empty()) return;
+  if (o.k != k) fail("cannot merge results with k = {} and k = {}", k, o.k);
+  if (o.domains != domains || o.n_segments != n_segments)
+    fail("cannot merge results of different goldens (domains or segments differ)");
+  for (auto& r : o.ranges) add_range(r.first, r.second);
+  for (std::size_t c = 0; c < cells.size(); ++c) cells[c].merge(o.cells[c]);
+  for (int b = 0; b < kFineMarginBins; ++b) {
+    fine_n[b] += o.fine_n[b];
+    fine_flips[b] += o.fine_flips[b];
+    fine_margin_sum[b].merge(o.fine_margin_sum[b]);
+  }
+  for (int s = 0; s < n_segments; ++s) {
+    segment_kl[s].merge(o.segment_kl[s]);
+    segment_n[s] += o.segment_n[s];
+  }
+  for (auto& w : o.worst)
+    if (wants_worst(w.kl, w.position)) offer_worst(w);
+  high_margin_flips.insert(high_margin_flips.end(), o.high_margin_flips.begin(), o.high_margin_flips.end());
+  std::sort(high_margin_flips.begin(), high_margin_flips.end());
+  if (high_margin_flips.size() > kHighMarginList) high_margin_flips.resize(kHighMarginList);
+  auto by_hash = [](const SamplePoint& a, const SamplePoint& b) { return a.hash < b.hash; };
+  std::vector<SamplePoint> all = sample;
+  all.insert(all.end(), o.sample.begin(), o.sample.end());
+  std::sort(all.begin(), all.end(), by_hash);
+  if (all.size() > kSample) all.resize(kSample);
+  sample = std::move(all);
+  std::make_heap(sample.begin(), sample.end(), by_hash);
+}
+
+// ---- serialisation --------------------------------------------------------------------------------
+namespace {
+using nlohmann::json;
+
+json sum_json(const ExactSum& s) { return json::array({s.hi, s.lo}); }
+ExactSum sum_from(const json& j) {
+  ExactSum s;
+  s.hi = j.at(0).get<double>();
+  s.lo = j.at(1).get<double>();
+  return s;
+}
+
+json cell_json(const CellStats& c) {
+  json j;
+  j["n"] = c.n;
+  j["nonfinite"] = c.nonfinite;
+  j["q_other_clamped"] = c.q_other_clamped;
+  j["kl"] = sum_json(c.kl);
+  j["kl_sq"] = sum_json(c.kl_sq);
+  j["kl_max"] = c.kl_max;
+  j["n_values"] = c.kl_values.size();
+  j["flipped_kl"] = c.flipped_kl;
+  j["bin_n"] = c.bin_n;
+  j["bin_flips"] = c.bin_flips;
+  j["n_token"] = c.n_token;
+  j["delta_p"] = sum_json(c.delta_p);
+  j["delta_p_sq"] = sum_json(c.delta_p_sq);
+  j["nll_ref"] = sum_json(c.nll_ref);
+  j["nll_cand"] = sum_json(c.nll_cand);
+  j["nll_diff"] = sum_json(c.nll_diff);
+  j["nll_diff_sq"] = sum_json(c.nll_diff_sq);
+  j["n_sigma"] = c.n_sigma;
+  j["sigma2"] = sum_json(c.sigma2);
+  j["ids_total"] = c.ids_total;
+  j["ids_covered"] = c.ids_covered;
+  j["positions_partial"] = c.positions_partial;
+  j["upper_infinite"] = c.upper_infinite;
+  j["mass"] = sum_json(c.mass);
+  j["mass_missing"] = sum_json(c.mass_missing);
+  j["kl_upper_excess"] = sum_json(c.kl_upper_excess);
+  j["n_full"] = c.n_full;
+  j["full_kl"] = sum_json(c.full_kl);
+  j["full_kl_sq"] = sum_json(c.full_kl_sq);
+  j["full_kl_max"] = c.full_kl_max;
+  return j;
+}
+
+CellStats cell_from(const json& j) {
+  CellStats c;
+  c.n = j.at("n");
+  c.nonfinite = j.at("nonfinite");
+  c.q_other_clamped = j.at("q_other_clamped");
+  c.kl = sum_from(j.at("kl"));
+  c.kl_sq = sum_from(j.at("kl_sq"));
+  c.kl_max = j.at("kl_max");
+  c.kl_values.resize(j.at("n_values").get<std::size_t>());
+  c.flipped_kl = j.at("flipped_kl").get<std::vector<float>>();
+  c.bin_n = j.at("bin_n");
+  c.bin_flips = j.at("bin_flips");
+  c.n_token = j.at("n_token");
+  c.delta_p = sum_from(j.at("delta_p"));
+  c.delta_p_sq = sum_from(j.at("delta_p_sq"));
+  c.nll_ref = sum_from(j.at("nll_ref"));
+  c.nll_cand = sum_from(j.at("nll_cand"));
+  c.nll_diff = sum_from(j.at("nll_diff"));
+  c.nll_diff_sq = sum_from(j.at("nll_diff_sq"));
+  c.n_sigma = j.at("n_sigma");
+  c.sigma2 = sum_from(j.at("sigma2"));
+  c.ids_total = j.at("ids_total");
+  c.ids_covered = j.at("ids_covered");
+  c.positions_partial = j.at("positions_partial");
+  c.upper_infinite = j.at("upper_infinite");
+  c.mass = sum_from(j.at("mass"));
+  c.mass_missing = sum_from(j.at("mass_missing"));
+  c.kl_upper_excess = sum_from(j.at("kl_upper_excess"));
+  c.n_full = j.at("n_full");
+  c.full_kl = sum_from(j.at("full_kl"));
+  c.full_kl_sq = sum_from(j.at("full_kl_sq"));
+  c.full_kl_max = j.at("full_kl_max");
+  if (j.at("n_values").get<std::uint64_t>() > c.n || c.n_full > c.n || c.flipped_kl.size() > c.n)
+    throw std::logic_error("value counts exceed the position count");
+  c.full_kl_values.resize(c.n_full);
+  return c;
+}
+}  // namespace
+
+json JudgeAccumulator::to_json() const {
+  json j;
+  j["k"] = k;
+  j["domains"] = domains;
+  j["n_segments"] = n_segments;
+  j["ranges"] = ranges;
+  json cs = json::object();
+  for (std::size_t c = 0; c < cells.size(); ++c)
+    if (cells[c].n) cs[std::to_string(c)] = cell_json(cells[c]);
+  j["cells"] = cs;
+  j["fine_n"] = fine_n;
+  j["fine_flips"] = fine_flips;
+  json fms = json::array();
+  for (auto& x : fine_margin_sum) fms.push_back(sum_json(x));
+  j["fine_margin_sum"] = fms;
+  json seg = json::array();
+  for (int s = 0; s < n_segments; ++s) seg.push_back({segment_kl[s].hi, segment_kl[s].lo, segment_n[s]});
+  j["segments"] = seg;
+  json w = json::array();
+  for (auto& x : worst)
+    w.push_back({{"position", x.position},
+                 {"kl", x.kl},
+                 {"margin", x.margin},
+                 {"flip", x.flip},
+                 {"segment", x.segment},
+                 {"token", x.token},
+                 {"ref_ids", x.ref_ids},
+                 {"cand_ids", x.cand_ids},
+                 {"ref_logprobs", x.ref_logprobs},
+                 {"cand_logprobs", x.cand_logprobs}});
+  j["worst"] = w;
+  json sp = json::array();
+  for (auto& p : sample)
+    sp.push_back({p.hash, p.position, p.kl, p.margin, p.flip, p.domain, p.phase, p.depth});
+  j["sample"] = sp;
+  j["high_margin_flips"] = high_margin_flips;
+  return j;
+}
+
+JudgeAccumulator JudgeAccumulator::from_json(const json& j, const std::string& file) {
+  try {
+    JudgeAccumulator a;
+    a.init(j.at("k"), j.at("domains").get<std::vector<std::string>>(), j.at("n_segments"));
+    if (a.k < 1 || a.domains.size() > 255 || a.n_segments < 0)
+      fail("{}: accumulator: k, domains or n_segments out of range", file);
+    for (auto& r : j.at("ranges")) a.add_range(r.at(0), r.at(1));
+    for (auto& [key, v] : j.at("cells").items()) {
+      std::size_t c = std::stoul(key);
+      if (c >= a.cells.size()) fail("{}: accumulator: cell {} out of range", file, key);
+      a.cells[c] = cell_from(v);
+    }
+    a.fine_n = j.at("fine_n");
+    a.fine_flips = j.at("fine_flips");
+    const json& fms = j.at("fine_margin_sum");
+    if (fms.size() != kFineMarginBins) fail("{}: accumulator: fine_margin_sum size", file);
+    for (int b = 0; b < kFineMarginBins; ++b) a.fine_margin_sum[b] = sum_from(fms[b]);
+    const json& seg = j.at("segments");
+    if (seg.size() != static_cast<std::size_t>(a.n_segments)) fail("{}: accumulator: segments size", file);
+    for (int s = 0; s < a.n_segments; ++s) {
+      a.segment_kl[s].hi = seg[s].at(0);
+      a.segment_kl[s].lo = seg[s].at(1);
+      a.segment_n[s] = seg[s].at(2);
+    }
+    for (auto& x : j.at("worst")) {
+      WorstPosition w;
+      w.position = x.at("position");
+      w.kl = x.at("kl").is_null() ? INFINITY : x.at("kl").get<double>();
+      w.margin = x.at("margin");
+      w.flip = x.at("flip");
+      w.segment = x.at("segment");
+      w.token = x.at("token");
+      w.ref_ids = x.at("ref_ids");
+      w.cand_ids = x.at("cand_ids");
+      for (int i = 0; i < 3; ++i) {
+        w.ref_logprobs[i] = x.at("ref_logprobs")[i].is_null() ? NAN : x.at("ref_logprobs")[i].get<float>();
+        w.cand_logprobs[i] = x.at("cand_logprobs")[i].is_null() ? NAN : x.at("cand_logprobs")[i].get<float>();
+      }
+      a.worst.push_back(w);
+    }
+    for (auto& p : j.at("sample")) {
+      SamplePoint s;
+      s.hash = p.at(0);
+      s.position = p.at(1);
+      s.kl = p.at(2).is_null() ? INFINITY : p.at(2).get<float>();
+      s.margin = p.at(3);
+      s.flip = p.at(4);
+      s.domain = p.at(5);
+      s.phase = p.at(6);
+      s.depth = p.at(7);
+      a.sample.push_back(s);
+    }
+    std::make_heap(a.sample.begin(), a.sample.end(), [](auto& x, auto& y) { return x.hash < y.hash; });
+    a.high_margin_flips = j.at("high_margin_flips").get<std::vector<std::pair<std::int64_t, double>>>();
+    return a;
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: accumulator: malformed ({})", file, e.what());
+  } catch (const std::logic_error& e) {
+    fail("{}: accumulator: malformed ({})", file, e.what());
+  }
+}
+
+std::vector<float> JudgeAccumulator::all_values(int which) const {
+  std::vector<float> v;
+  for (auto& c : cells) {
+    auto& src = which == 0 ? c.kl_values : c.full_kl_values;
+    v.insert(v.end(), src.begin(), src.end());
+  }
+  return v;
+}
+
+void JudgeAccumulator::set_values(int which, const std::vector<float>& values, const std::string& file) {
+  std::size_t off = 0;
+  for (auto& c : cells) {
+    auto& dst = which == 0 ? c.kl_values : c.full_kl_values;
+    if (off + dst.size() > values.size()) fail("{}: accumulator: value array too short", file);
+    std::copy(values.begin() + off, values.begin() + off + dst.size(), dst.begin());
+    off += dst.size();
+  }
+  if (off != values.size())
+    fail("{}: accumulator: value array has {} values, expected {}", file, values.size(), off);
+}
+
+}  // namespace kc

@@ -1,0 +1,139 @@
+// Streaming, mergeable accumulators of the model-level judge (gemma.cpp DistortionStats style: notify one
+// position at a time, merge partial results). Everything that can be exact is: counts are integers, sums
+// are double-double (ExactSum), so a comparison split into shards and merged (`kerncheck merge`) gives the
+// same numbers as one pass. Quantiles are exact: each cell keeps its KL values as f32 (4 bytes per
+// position), selected with nth_element at the end (linear time).
+//
+// Positions fall into cells (domain × depth bucket × phase); every split the report shows (overall, by
+// domain, by depth, by phase) is a merge of cells.
+#pragma once
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "metrics/distribution.h"
+#include "metrics/stats.h"
+
+namespace kc {
+
+// Depth bucket of a context length: 0 for depth 0, else floor(log2(depth)) + 1; the bucket b ≥ 1 holds
+// depths [2^(b−1), 2^b). Reported under its lower edge ("2048" = [2048, 4096)).
+inline constexpr int kDepthBuckets = 48;
+int depth_bucket(std::int64_t depth);
+std::int64_t depth_bucket_lower(int bucket);
+
+inline constexpr int kPhases = 2;  // 0 prefill, 1 decode
+inline constexpr int kCellsPerDomain = kDepthBuckets * kPhases;
+inline int cell_index(int domain, int depth_bucket, int phase) {
+  return (domain * kDepthBuckets + depth_bucket) * kPhases + phase;
+}
+
+// Fine margin histogram for the Gaussian noise model: bin 0 ties, bin 1 (0, 2^-20), then 32 bins per
+// octave over [2^-20, 2^10) (each ≤ 2.2 % wide), last bin ≥ 2^10. Keeps the count, flips and the sum of
+// margins per bin, so the expected flips use each bin's mean margin.
+inline constexpr int kFineMarginBins = 3 + 30 * 32;
+int fine_margin_bin(double margin);
+
+// What the judge learned about one position.
+struct PositionRecord {
+  std::int64_t position = 0;  // index in the golden
+  int cell = 0;
+  int segment = 0;
+  std::int32_t depth = 0;
+  std::uint8_t phase = 0;
+  std::uint8_t domain = 0;
+  PositionScore score;
+  bool nonfinite = false;  // candidate row had NaN/+inf, or its KL is not finite
+  bool flip = false;       // candidate top-1 ≠ reference top-1
+  double margin = 0;       // reference top-1 − top-2 log-prob
+  double delta_p = NAN;    // q(token) − p(token); NaN when the candidate's token log-prob is unknown
+  double nll_ref = NAN, nll_cand = NAN;
+  double full_kl = NAN;  // full-vocabulary KL when both full rows were given
+};
+
+struct CellStats {
+  std::uint64_t n = 0, nonfinite = 0, q_other_clamped = 0;
+  ExactSum kl, kl_sq;  // over positions with finite KL
+  double kl_max = 0;
+  std::vector<float> kl_values;   // finite KL of every position
+  std::vector<float> flipped_kl;  // finite KL of the flipped positions (share of high-KL without flip)
+  std::array<std::uint64_t, kMarginBins> bin_n{}, bin_flips{};
+  std::uint64_t n_token = 0;
+  ExactSum delta_p, delta_p_sq, nll_ref, nll_cand, nll_diff, nll_diff_sq;
+  std::uint64_t n_sigma = 0;
+  ExactSum sigma2;
+  std::uint64_t ids_total = 0, ids_covered = 0, positions_partial = 0, upper_infinite = 0;
+  ExactSum mass, mass_missing,
+      kl_upper_excess;  // Σ p; Σ p of ids not reported; Σ (upper − lower) where finite
+  std::uint64_t n_full = 0;
+  ExactSum full_kl, full_kl_sq;
+  double full_kl_max = 0;
+  std::vector<float> full_kl_values;
+
+  void add(const PositionRecord& r);
+  void merge(const CellStats& o);
+};
+
+struct WorstPosition {
+  std::int64_t position = 0;
+  double kl = 0;
+  double margin = 0;
+  bool flip = false;
+  int segment = 0;
+  std::int32_t token = -1;
+  std::array<std::int32_t, 3> ref_ids{-1, -1, -1}, cand_ids{-1, -1, -1};
+  std::array<float, 3> ref_logprobs{NAN, NAN, NAN}, cand_logprobs{NAN, NAN, NAN};
+};
+
+// One plot point. The sample keeps the positions with the smallest hash(position): deterministic,
+// uniform, and mergeable across shards.
+struct SamplePoint {
+  std::uint64_t hash = 0;
+  std::int64_t position = 0;
+  float kl = 0, margin = 0;
+  bool flip = false;
+  std::uint8_t domain = 0, phase = 0;
+  std::int32_t depth = 0;
+};
+std::uint64_t position_hash(std::int64_t position);
+
+struct JudgeAccumulator {
+  static constexpr std::size_t kWorst = 20, kSample = 20000, kHighMarginList = 20;
+
+  int k = 0;
+  std::vector<std::string> domains;  // domain index → name (same for every run against one golden)
+  int n_segments = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;  // positions judged: sorted, disjoint [b, e)
+  std::vector<CellStats> cells;                               // domains.size() × kCellsPerDomain
+  std::array<std::uint64_t, kFineMarginBins> fine_n{}, fine_flips{};
+  std::array<ExactSum, kFineMarginBins> fine_margin_sum{};
+  std::vector<ExactSum> segment_kl;  // per segment: Σ KL (finite)
+  std::vector<std::uint64_t> segment_n;
+  std::vector<WorstPosition> worst;  // sorted by KL desc, then position asc; ≤ kWorst
+  std::vector<SamplePoint> sample;   // ≤ kSample, sorted by hash
+  std::vector<std::pair<std::int64_t, double>>
+      high_margin_flips;  // (position, margin), first kHighMarginList
+
+  void init(int k, std::vector<std::string> domains, int n_segments);
+  void add_range(std::int64_t begin, std::int64_t end);  // declares [begin, end) as judged
+  std::int64_t positions_judged() const;
+  // Adds one position; `worst` is filled by the caller via wants_worst()/offer_worst() to avoid building
+  // the details for every position.
+  void add(const PositionRecord& r);
+  bool wants_worst(double kl, std::int64_t position) const;
+  void offer_worst(const WorstPosition& w);
+  // Merges a shard or chunk. Throws kc::Error when the two do not belong together (k, domains, overlap).
+  void merge(const JudgeAccumulator& o);
+  void merge(JudgeAccumulator&& o);  // moves when this one is still empty
+
+  // Serialisation for shard files: scalars as JSON, the KL value arrays returned separately.
+  nlohmann::json to_json() const;
+  static JudgeAccumulator from_json(const nlohmann::json& j, const std::string& file);
+  std::vector<float> all_values(int which) const;  // 0: kl_values, 1: full_kl_values (cell order)
+  void set_values(int which, const std::vector<float>& values, const std::string& file);
+};
+
+}  // namespace kc

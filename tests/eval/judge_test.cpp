@@ -1,0 +1,180 @@
+// Golden/candidate files (write → read round trip, refusals with the field named), the verdict rules on
+// hand-made accumulators, calibration.
+#include "eval/judge.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "eval/calibrate.h"
+#include "eval/golden.h"
+
+namespace kc {
+namespace {
+
+std::string tmp(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("kc_judge_test_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+GoldenBuffers tiny_golden(int n, int k) {
+  GoldenBuffers g;
+  g.k = k;
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < k; ++j) {
+      g.top_ids.push_back(j + i % 3);
+      g.top_logprobs.push_back(std::log(0.5f) - j);
+    }
+    g.other_logprob.push_back(-5);
+    g.token.push_back(i % 7);
+    g.token_logprob.push_back(-1);
+    g.segment.push_back(0);
+    g.depth.push_back(i + 1);
+    g.phase.push_back(i % 2);
+    g.flags.push_back(0);
+  }
+  return g;
+}
+
+GoldenMeta tiny_meta(int n, int k) {
+  GoldenMeta m;
+  m.k = k;
+  m.vocab = 100;
+  m.n = n;
+  m.identity = {"model-x", "tok-y", "corpus-z"};
+  m.segments = {Segment{"s", "code", 1, 0, "", {}}};
+  return m;
+}
+
+TEST(Golden, RoundTripAndChecksum) {
+  auto g = tiny_golden(10, 4);
+  std::string p = tmp("g.safetensors");
+  std::string sum = write_golden(p, tiny_meta(10, 4), g.view());
+  Golden r = read_golden(p);
+  EXPECT_EQ(r.meta.checksum, sum);
+  EXPECT_EQ(r.meta.identity.tokenizer, "tok-y");
+  EXPECT_EQ(std::vector<std::int32_t>(r.a.top_ids.begin(), r.a.top_ids.end()), g.top_ids);
+  EXPECT_EQ(r.meta.segments[0].domain, "code");
+  CandidateBuffers c;
+  c.k = 4;
+  for (int i = 0; i < 10; ++i)
+    c.push(r.a.top_logprobs.subspan(i * 4, 4), -5, r.a.top_ids[i * 4], r.a.top_logprobs[i * 4], -1, 0);
+  std::string cp = tmp("c.safetensors");
+  write_candidate(cp, candidate_meta_for(r, {"test", "", ""}), c.view());
+  Candidate rc = read_candidate(cp);
+  EXPECT_NO_THROW(check_candidate_matches(r, rc));
+  EXPECT_TRUE(rc.a.covered.empty());
+  // A coverage mask appears once any position has one, earlier positions back-filled as covered.
+  std::uint8_t cov[4] = {1, 1, 0, 1};
+  c.push(r.a.top_logprobs.subspan(0, 4), NAN, 0, 0, NAN, kFlagTokenUnknown, cov);
+  EXPECT_EQ(c.covered.size(), 44u);
+  EXPECT_EQ(c.covered[42], 0);
+  EXPECT_EQ(c.covered[3], 1);
+  std::filesystem::remove(p);
+  std::filesystem::remove(cp);
+}
+
+TEST(Golden, RefusesDamagedData) {
+  auto g = tiny_golden(10, 4);
+  std::string p = tmp("d.safetensors");
+  write_golden(p, tiny_meta(10, 4), g.view());
+  std::string bytes;
+  {
+    std::ifstream f(p, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  bytes[bytes.size() - 1] ^= 1;
+  std::span<const std::uint8_t> b(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+  try {
+    parse_golden(b, "d.safetensors");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("d.safetensors: metadata checksum: expected xxh3:"),
+              std::string::npos)
+        << e.what();
+  }
+  // Out-of-range ids are refused even without the checksum.
+  g.top_ids[5] = 100;
+  write_golden(p, tiny_meta(10, 4), g.view());
+  try {
+    read_golden(p);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("top_ids[1, 1]: expected an id in [0, 100), got 100"),
+              std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove(p);
+}
+
+JudgeAccumulator synthetic(int n, double kl, int flips_in_bin2, std::uint64_t seed_pos = 0) {
+  JudgeAccumulator a;
+  a.init(20, {"prose"}, 1);
+  a.add_range(0, n);
+  for (int i = 0; i < n; ++i) {
+    PositionRecord r;
+    r.position = i;
+    r.depth = 100;
+    r.cell = cell_index(0, depth_bucket(100), 0);
+    r.score.kl = kl * (1 + (i % 10) / 10.0);
+    r.score.kl_upper = r.score.kl;
+    r.score.covered = 20;
+    r.score.mass = r.score.mass_covered = 1;
+    r.margin = i % 4 == 0 ? 0.2 : 3.0;
+    r.flip = i % 4 == 0 && (i / 4) < flips_in_bin2;
+    a.add(r);
+  }
+  return a;
+}
+
+TEST(Verdict, NoiseModeRules) {
+  GoldenMeta m = tiny_meta(4000, 20);
+  JudgeOptions o;
+  std::vector<JudgeAccumulator> floor{synthetic(4000, 1e-4, 10)};
+  auto r = judge(m, "g", synthetic(4000, 1.1e-4, 12), "c", floor, {"n"}, nullptr, o);
+  EXPECT_EQ(r.verdict, Verdict::pass);
+  r = judge(m, "g", synthetic(4000, 3e-4, 10), "c", floor, {"n"}, nullptr, o);
+  EXPECT_EQ(r.verdict, Verdict::fail);
+  EXPECT_EQ(r.findings.front().rule, "kl_limit");
+  EXPECT_NEAR(r.findings.front().ratio, 3e-4 * 1.45 / (2 * 1e-4 * 1.45), 0.02);
+  r = judge(m, "g", synthetic(4000, 1e-4, 100), "c", floor, {"n"}, nullptr, o);
+  EXPECT_EQ(r.verdict, Verdict::fail);
+  EXPECT_EQ(r.findings.front().rule, "flip_test");
+  EXPECT_EQ(r.findings.front().split, "bin (0.1,0.25]");
+  // Too few positions: at best inconclusive.
+  r = judge(tiny_meta(400, 20), "g", synthetic(400, 1e-4, 1), "c", {synthetic(400, 1e-4, 1)}, {"n"}, nullptr,
+            o);
+  EXPECT_EQ(r.verdict, Verdict::inconclusive);
+}
+
+TEST(Verdict, ThresholdsMode) {
+  GoldenMeta m = tiny_meta(4000, 20);
+  Thresholds t;
+  t.limits["kl_mean"] = 2e-4;
+  JudgeOptions o;
+  EXPECT_EQ(judge(m, "g", synthetic(4000, 1e-4, 10), "c", {}, {}, &t, o).verdict, Verdict::pass);
+  auto r = judge(m, "g", synthetic(4000, 2e-4, 10), "c", {}, {}, &t, o);
+  EXPECT_EQ(r.verdict, Verdict::fail);
+  EXPECT_EQ(r.findings.front().statistic, "kl_mean");
+}
+
+TEST(Calibrate, GreedyCoverAndUnseparable) {
+  using T = std::map<std::string, double>;
+  std::vector<std::pair<std::string, T>> good{{"g1", {{"kl_mean", 1.0}, {"flip_rate", 0.1}}},
+                                              {"g2", {{"kl_mean", 1.2}, {"flip_rate", 0.12}}}};
+  std::vector<std::pair<std::string, T>> bad{{"b1", {{"kl_mean", 4.8}, {"flip_rate", 0.1}}},
+                                             {"b2", {{"kl_mean", 1.1}, {"flip_rate", 0.3}}}};
+  CalibrationResult r = calibrate(good, bad);
+  EXPECT_TRUE(r.unseparated.empty());
+  EXPECT_NEAR(r.thresholds.limits.at("kl_mean"), std::sqrt(1.2 * 4.8), 1e-12);
+  EXPECT_NEAR(r.thresholds.limits.at("flip_rate"), std::sqrt(0.12 * 0.3), 1e-12);
+  bad.push_back({"b3", {{"kl_mean", 1.0}, {"flip_rate", 0.05}}});
+  EXPECT_EQ(calibrate(good, bad).unseparated, std::vector<std::string>{"b3"});
+}
+
+}  // namespace
+}  // namespace kc
