@@ -1,0 +1,298 @@
+// Dequantization kernels. Each formula is written in the operation order of gguf-py's numpy code
+// (gguf/quants.py), and fused multiply-add is disabled in this file: numpy rounds d*q and then + m
+// separately, so a contracted FMA would differ in the last bit.
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include "model/dequant.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/parallel.h"
+
+namespace kc {
+namespace {
+
+constexpr GgmlTypeInfo kTypes[] = {
+    {GgmlType::F32, "F32", 1, 4, true},
+    {GgmlType::F16, "F16", 1, 2, true},
+    {GgmlType::Q4_0, "Q4_0", 32, 18, true},
+    {GgmlType::Q4_1, "Q4_1", 32, 20, true},
+    {GgmlType::Q5_0, "Q5_0", 32, 22, true},
+    {GgmlType::Q5_1, "Q5_1", 32, 24, true},
+    {GgmlType::Q8_0, "Q8_0", 32, 34, true},
+    {GgmlType::Q8_1, "Q8_1", 32, 36, false},
+    {GgmlType::Q2_K, "Q2_K", 256, 84, false},
+    {GgmlType::Q3_K, "Q3_K", 256, 110, false},
+    {GgmlType::Q4_K, "Q4_K", 256, 144, true},
+    {GgmlType::Q5_K, "Q5_K", 256, 176, true},
+    {GgmlType::Q6_K, "Q6_K", 256, 210, true},
+    {GgmlType::Q8_K, "Q8_K", 256, 292, false},
+    {GgmlType::IQ2_XXS, "IQ2_XXS", 256, 66, false},
+    {GgmlType::IQ2_XS, "IQ2_XS", 256, 74, false},
+    {GgmlType::IQ3_XXS, "IQ3_XXS", 256, 98, false},
+    {GgmlType::IQ1_S, "IQ1_S", 256, 50, false},
+    {GgmlType::IQ4_NL, "IQ4_NL", 32, 18, false},
+    {GgmlType::IQ3_S, "IQ3_S", 256, 110, false},
+    {GgmlType::IQ2_S, "IQ2_S", 256, 82, false},
+    {GgmlType::IQ4_XS, "IQ4_XS", 256, 136, false},
+    {GgmlType::I8, "I8", 1, 1, false},
+    {GgmlType::I16, "I16", 1, 2, false},
+    {GgmlType::I32, "I32", 1, 4, false},
+    {GgmlType::I64, "I64", 1, 8, false},
+    {GgmlType::F64, "F64", 1, 8, false},
+    {GgmlType::IQ1_M, "IQ1_M", 256, 56, false},
+    {GgmlType::BF16, "BF16", 1, 2, true},
+    {GgmlType::TQ1_0, "TQ1_0", 256, 54, false},
+    {GgmlType::TQ2_0, "TQ2_0", 256, 66, false},
+    {GgmlType::MXFP4, "MXFP4", 32, 17, false},
+    {GgmlType::NVFP4, "NVFP4", 64, 36, false},
+    {GgmlType::Q1_0, "Q1_0", 128, 18, false},
+};
+
+inline std::uint16_t rd16(const std::uint8_t* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+inline std::uint32_t rd32(const std::uint8_t* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline float h2f(const std::uint8_t* p) { return half_to_float(rd16(p)); }
+
+void deq_q4_0(const std::uint8_t* b, float* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i, b += 18, y += 32) {
+    const float d = h2f(b);
+    const std::uint8_t* qs = b + 2;
+    for (int j = 0; j < 16; ++j) {
+      y[j] = d * static_cast<float>((qs[j] & 0x0F) - 8);
+      y[j + 16] = d * static_cast<float>((qs[j] >> 4) - 8);
+    }
+  }
+}
+
+void deq_q4_1(const std::uint8_t* b, float* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i, b += 20, y += 32) {
+    const float d = h2f(b), m = h2f(b + 2);
+    const std::uint8_t* qs = b + 4;
+    for (int j = 0; j < 16; ++j) {
+      y[j] = d * static_cast<float>(qs[j] & 0x0F) + m;
+      y[j + 16] = d * static_cast<float>(qs[j] >> 4) + m;
+    }
+  }
+}
+
+void deq_q5_0(const std::uint8_t* b, float* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i, b += 22, y += 32) {
+    const float d = h2f(b);
+    const std::uint32_t qh = rd32(b + 2);
+    const std::uint8_t* qs = b + 6;
+    for (int j = 0; j < 16; ++j) {
+      const int h0 = (qh >> j) & 1, h1 = (qh >> (j + 16)) & 1;
+      y[j] = d * static_cast<float>(((qs[j] & 0x0F) | (h0 << 4)) - 16);
+      y[j + 16] = d * static_cast<float>(((qs[j] >> 4) | (h1 << 4)) - 16);
+    }
+  }
+}
+
+void deq_q5_1(const std::uint8_t* b, float* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i, b += 24, y += 32) {
+    const float d = h2f(b), m = h2f(b + 2);
+    const std::uint32_t qh = rd32(b + 4);
+    const std::uint8_t* qs = b + 8;
+    for (int j = 0; j < 16; ++j) {
+      const int h0 = (qh >> j) & 1, h1 = (qh >> (j + 16)) & 1;
+      y[j] = d * static_cast<float>((qs[j] & 0x0F) | (h0 << 4)) + m;
+      y[j + 16] = d * static_cast<float>((qs[j] >> 4) | (h1 << 4)) + m;
+    }
+  }
+}
+
+void deq_q8_0(const std::uint8_t* b, float* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i, b += 34, y += 32) {
+    const float d = h2f(b);
+    const auto* qs = reinterpret_cast<const std::int8_t*>(b + 2);
+    for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(qs[j]) * d;
+  }
+}
+
+// Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales and mins packed in 12 bytes (ggml get_scale_min_k4).
+inline void scale_min_k4(int j, const std::uint8_t* q, int& sc, int& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+void deq_q4_k(const std::uint8_t* b, float* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i, b += 144, y += 256) {
+    const float d = h2f(b), dmin = h2f(b + 2);
+    const std::uint8_t* scales = b + 4;
+    const std::uint8_t* qs = b + 16;
+    for (int k = 0; k < 4; ++k) {  // 64 values per step: low nibbles then high nibbles of 32 bytes
+      int sc0, m0, sc1, m1;
+      scale_min_k4(2 * k, scales, sc0, m0);
+      scale_min_k4(2 * k + 1, scales, sc1, m1);
+      const float d0 = d * static_cast<float>(sc0), dm0 = dmin * static_cast<float>(m0);
+      const float d1 = d * static_cast<float>(sc1), dm1 = dmin * static_cast<float>(m1);
+      const std::uint8_t* q = qs + 32 * k;
+      float* o = y + 64 * k;
+      for (int l = 0; l < 32; ++l) {
+        o[l] = d0 * static_cast<float>(q[l] & 0x0F) - dm0;
+        o[l + 32] = d1 * static_cast<float>(q[l] >> 4) - dm1;
+      }
+    }
+  }
+}
+
+void deq_q5_k(const std::uint8_t* b, float* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i, b += 176, y += 256) {
+    const float d = h2f(b), dmin = h2f(b + 2);
+    const std::uint8_t* scales = b + 4;
+    const std::uint8_t* qh = b + 16;
+    const std::uint8_t* qs = b + 48;
+    for (int k = 0; k < 4; ++k) {
+      int sc0, m0, sc1, m1;
+      scale_min_k4(2 * k, scales, sc0, m0);
+      scale_min_k4(2 * k + 1, scales, sc1, m1);
+      const float d0 = d * static_cast<float>(sc0), dm0 = dmin * static_cast<float>(m0);
+      const float d1 = d * static_cast<float>(sc1), dm1 = dmin * static_cast<float>(m1);
+      const std::uint8_t* q = qs + 32 * k;
+      float* o = y + 64 * k;
+      for (int l = 0; l < 32; ++l) {
+        const int h0 = (qh[l] >> (2 * k)) & 1, h1 = (qh[l] >> (2 * k + 1)) & 1;
+        o[l] = d0 * static_cast<float>((q[l] & 0x0F) | (h0 << 4)) - dm0;
+        o[l + 32] = d1 * static_cast<float>((q[l] >> 4) | (h1 << 4)) - dm1;
+      }
+    }
+  }
+}
+
+void deq_q6_k(const std::uint8_t* b, float* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i, b += 210, y += 256) {
+    const float d = h2f(b + 208);
+    const auto* sc = reinterpret_cast<const std::int8_t*>(b + 192);
+    for (int h = 0; h < 2; ++h) {  // two halves of 128 values
+      const std::uint8_t* ql = b + 64 * h;
+      const std::uint8_t* qh = b + 128 + 32 * h;
+      const std::int8_t* s = sc + 8 * h;
+      float* o = y + 128 * h;
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = ((ql[l] & 0x0F) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = ((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        o[l] = (d * static_cast<float>(s[is + 0])) * static_cast<float>(q1);
+        o[l + 32] = (d * static_cast<float>(s[is + 2])) * static_cast<float>(q2);
+        o[l + 64] = (d * static_cast<float>(s[is + 4])) * static_cast<float>(q3);
+        o[l + 96] = (d * static_cast<float>(s[is + 6])) * static_cast<float>(q4);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000) << 16;
+  const std::uint32_t exp = (h >> 10) & 0x1F;
+  std::uint32_t man = h & 0x3FF;
+  std::uint32_t bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (man << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;
+  } else {  // subnormal: value = man · 2^-24, exact in f32
+    float v = static_cast<float>(man) * 0x1p-24f;
+    std::memcpy(&bits, &v, 4);
+    bits |= sign;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+const GgmlTypeInfo* ggml_type_info(std::uint32_t id) {
+  for (const auto& t : kTypes)
+    if (static_cast<std::uint32_t>(t.type) == id) return &t;
+  return nullptr;
+}
+
+std::string ggml_dequantizable_list() {
+  std::string s;
+  for (const auto& t : kTypes) {
+    if (!t.dequantizable) continue;
+    if (!s.empty()) s += ", ";
+    s += t.name;
+  }
+  return s;
+}
+
+void dequantize_row(GgmlType t, const std::uint8_t* src, float* dst, std::size_t n) {
+  const GgmlTypeInfo& info = ggml_type_info(t);
+  KC_ASSERT(info.dequantizable && n % info.block_size == 0, "dequantize_row: type {} n {}", info.name, n);
+  const std::size_t nb = n / info.block_size;
+  switch (t) {
+    case GgmlType::F32:
+      std::memcpy(dst, src, n * 4);
+      return;
+    case GgmlType::F16:
+      for (std::size_t i = 0; i < n; ++i) dst[i] = half_to_float(rd16(src + 2 * i));
+      return;
+    case GgmlType::BF16:
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint32_t bits = static_cast<std::uint32_t>(rd16(src + 2 * i)) << 16;
+        std::memcpy(dst + i, &bits, 4);
+      }
+      return;
+    case GgmlType::Q4_0:
+      return deq_q4_0(src, dst, nb);
+    case GgmlType::Q4_1:
+      return deq_q4_1(src, dst, nb);
+    case GgmlType::Q5_0:
+      return deq_q5_0(src, dst, nb);
+    case GgmlType::Q5_1:
+      return deq_q5_1(src, dst, nb);
+    case GgmlType::Q8_0:
+      return deq_q8_0(src, dst, nb);
+    case GgmlType::Q4_K:
+      return deq_q4_k(src, dst, nb);
+    case GgmlType::Q5_K:
+      return deq_q5_k(src, dst, nb);
+    case GgmlType::Q6_K:
+      return deq_q6_k(src, dst, nb);
+    default:
+      KC_ASSERT(false, "dequantize_row: no kernel for {}", info.name);
+  }
+}
+
+void dequantize(GgmlType t, std::span<const std::uint8_t> src, std::span<float> dst, std::size_t row_len) {
+  const GgmlTypeInfo& info = ggml_type_info(t);
+  KC_ASSERT(row_len > 0 && row_len % info.block_size == 0 && dst.size() % row_len == 0,
+            "dequantize: {} row_len {} n {}", info.name, row_len, dst.size());
+  const std::size_t rows = dst.size() / row_len;
+  const std::size_t row_bytes = row_len / info.block_size * info.type_size;
+  KC_ASSERT(src.size() >= rows * row_bytes, "dequantize: {} bytes for {} rows of {}", src.size(), rows,
+            row_bytes);
+  // Chunks of ~64K elements: enough work per task, independent of the thread count.
+  const std::size_t chunk = std::max<std::size_t>(1, (std::size_t{1} << 16) / row_len);
+  parallel_for(rows, chunk, [&](std::size_t, std::size_t r0, std::size_t r1) {
+    dequantize_row(t, src.data() + r0 * row_bytes, dst.data() + r0 * row_len, (r1 - r0) * row_len);
+  });
+}
+
+}  // namespace kc
