@@ -7,7 +7,8 @@ then times
     KC_THREADS=1 (per core) and with all cores;
   - numpy computing the core statistics: KL over top-20 + other per position, flips, margins, margin-bin
     counts and flips, KL mean / median / p99 / max.
-and prints positions/s/core for both and the ratio.
+and prints positions/s/core for both and the ratio, plus the per-phase split from kc_judge_phases (read golden,
+open candidate, accumulate, summaries, JSON) when it is built beside the CLI (build/bench/).
 
   KC_BIN=build/src/kerncheck python bench/judge_throughput.py [--positions 2000000]
 """
@@ -117,11 +118,15 @@ def time_kerncheck(kc, d, threads):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--positions", type=int, default=2_000_000)
+    ap.add_argument("--dir", help="write the synthetic files here and keep them (for profiling)")
     args = ap.parse_args()
     kc = os.environ.get("KC_BIN", "kerncheck")
     n = args.positions
     cores = os.cpu_count()
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory() as tmp:
+        d = args.dir or tmp
+        if args.dir:
+            os.makedirs(d, exist_ok=True)
         x = synthesize(n, d, np.random.default_rng(1))
         t_np = time.perf_counter()
         ref = numpy_stats(x)
@@ -129,11 +134,20 @@ def main():
         t1 = time_kerncheck(kc, d, 1)
         tn = time_kerncheck(kc, d, None)
         rep = json.load(open(f"{d}/report.json"))
+        # Phase split (bench/judge_phases.cpp), one thread, when built beside the CLI.
+        phases_bin = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(kc))), "bench", "kc_judge_phases")
+        phases = None
+        if os.path.exists(phases_bin):
+            phases = subprocess.run([phases_bin, f"{d}/golden.safetensors", f"{d}/cand.safetensors", "3"],
+                                    env=dict(os.environ, KC_THREADS="1"), capture_output=True, text=True).stdout
     print(f"positions {n}, k {K}; kerncheck KL mean {rep['kl']['mean']} (numpy {ref['mean']:.6g}), "
           f"flips {rep['flips']['count']} (numpy {ref['flips']})")
     print(f"numpy (1 thread, core statistics only): {t_np:.2f} s = {n / t_np / 1e6:.2f} M positions/s/core")
     print(f"kerncheck test, KC_THREADS=1 (whole command: read, verify checksum, judge, report): {t1:.2f} s = "
           f"{n / t1 / 1e6:.2f} M positions/s/core  → {t_np / t1:.2f}× numpy")
+    if phases:
+        print("phases, KC_THREADS=1 (best of 3, in one process):")
+        print(phases.rstrip())
     print(f"kerncheck test, {cores} threads: {tn:.2f} s = {n / tn / 1e6:.2f} M positions/s "
           f"({n / tn / cores / 1e6:.2f} M/s/core)")
 

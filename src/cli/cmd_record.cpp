@@ -1,12 +1,15 @@
 // kerncheck record: make a golden or a candidate file. Modes (one per source; more come with the engine):
 //   --from-logits LOGITS --tokens IDS [--segments FILE] [-k 20] -o GOLDEN
 //   --from-logits LOGITS --golden GOLDEN [--positions A:B] -o CANDIDATE
+//   --model MODEL --corpus CORPUS [-k 20] -o GOLDEN        (kerncheck's f32 engine; docs/corpus.md)
+//   --model MODEL --golden GOLDEN -o CANDIDATE
 #include <charconv>
 
 #include "cli/command.h"
 #include "core/error.h"
 #include "eval/golden.h"
 #include "eval/record_logits.h"
+#include "eval/record_model.h"
 
 namespace {
 
@@ -33,7 +36,35 @@ struct RecordArgs {
   std::string from_logits, tokens, segments, golden, out, positions;
   int k = 20;
   std::string model_id, tokenizer_id, corpus_id, engine = "logits", variant;
+  std::string model, corpus, tokenizer;  // --model mode
+  bool allow_other_model = false;
 };
+
+int record_with_model(const RecordArgs& a, const std::string& cmdline) {
+  if (!a.tokens.empty() || !a.segments.empty() || !a.positions.empty() || !a.model_id.empty() ||
+      !a.tokenizer_id.empty() || !a.corpus_id.empty())
+    kc::fail("--model takes the tokens, segments and identities from --corpus/--golden; drop --tokens, "
+             "--segments, --positions and the --*-id flags");
+  kc::RecordModelOptions o;
+  o.model = a.model;
+  o.tokenizer = a.tokenizer;
+  o.corpus = a.corpus;
+  o.golden = a.golden;
+  o.out = a.out;
+  o.variant = a.variant;
+  o.command_line = cmdline;
+  o.k = a.k;
+  o.allow_other_model = a.allow_other_model;
+  if (!a.golden.empty()) {
+    if (!a.corpus.empty()) kc::fail("--model: give --corpus (golden) or --golden (candidate), not both");
+    kc::record_candidate_with_model(o);
+  } else {
+    if (a.corpus.empty()) kc::fail("--model needs --corpus CORPUS (golden) or --golden GOLDEN (candidate)");
+    if (a.allow_other_model) kc::fail("--allow-other-model applies to candidates (with --golden)");
+    kc::record_golden_with_model(o);
+  }
+  return 0;
+}
 
 int record_golden_from_logits(const RecordArgs& a, const std::string& cmdline) {
   kc::Logits L = kc::open_logits(a.from_logits);
@@ -95,10 +126,25 @@ int run(int argc, char** argv) {
                  "golden mode: corpus identity (default: sha256 of the token ids)");
   app.add_option("--engine", a.engine, "what produced the logits")->capture_default_str();
   app.add_option("--variant", a.variant, "variant name (precision setting, kernel …)");
+  app.add_option("--model", a.model, "run kerncheck's f32 engine: a .gguf or an HF checkpoint folder")
+      ->check(CLI::ExistingPath);
+  app.add_option("--corpus", a.corpus, "--model golden mode: the corpus (kerncheck corpus build)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tokenizer", a.tokenizer,
+                 "--model mode: tokenizer (default: the GGUF's metadata or the folder's tokenizer.json)")
+      ->check(CLI::ExistingPath);
+  app.add_flag("--allow-other-model", a.allow_other_model,
+               "--model candidate mode: accept a model that is not the golden's");
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
   const std::string cmdline = join_args(argc, argv);
+  if (!a.model.empty()) {
+    if (!a.from_logits.empty()) kc::fail("give one source: --from-logits or --model, not both");
+    return record_with_model(a, cmdline);
+  }
+  if (!a.corpus.empty() || !a.tokenizer.empty() || a.allow_other_model)
+    kc::fail("--corpus, --tokenizer and --allow-other-model need --model MODEL");
   if (a.from_logits.empty())
-    kc::fail("expected a source: --from-logits LOGITS (see kerncheck record --help)");
+    kc::fail("expected a source: --from-logits LOGITS or --model MODEL (see kerncheck record --help)");
   if (!a.golden.empty()) {
     if (!a.tokens.empty() || !a.segments.empty())
       kc::fail(
@@ -112,6 +158,6 @@ int run(int argc, char** argv) {
   return record_golden_from_logits(a, cmdline);
 }
 
-kc::cli::Registrar reg({"record", "record a golden or a candidate from full logits", run});
+kc::cli::Registrar reg({"record", "record a golden or a candidate from full logits or with the f32 engine", run});
 
 }  // namespace

@@ -309,7 +309,7 @@ void fill_worst(CompareResult& r, const TopK& top, const Tensor& a, const Tensor
     }
     const double ag = std::fabs(w.golden);
     w.rel_err = ag > 0 ? w.abs_err / ag : (w.abs_err > 0 ? std::numeric_limits<double>::infinity() : 0.0);
-    w.ulp_err = w.abs_err / ulp_of(g.dtype, w.golden);
+    w.ulp_err = w.abs_err / ulp_of(a.dtype, w.golden);
     r.worst.push_back(w);
   }
 }
@@ -317,6 +317,13 @@ void fill_worst(CompareResult& r, const TopK& top, const Tensor& a, const Tensor
 }  // namespace cmp
 
 // --- dispatch --------------------------------------------------------------------------------------------
+
+namespace {
+// Element-wise float methods read both sides as values; the code-level methods compare codes.
+bool wider_golden_ok(Method m) {
+  return m == Method::mixed || m == Method::stat_rel_err || m == Method::close || m == Method::cosine;
+}
+}  // namespace
 
 CompareResult compare(const CompareInputs& in, const Route& route) {
   KC_ASSERT(in.actual && in.golden, "compare() needs actual and golden");
@@ -336,17 +343,21 @@ CompareResult compare(const CompareInputs& in, const Route& route) {
                                     "integer types)",
                                     dtype_name(g.dtype), g.origin),
                         dtype_name(a.dtype));
-  } else if (!same) {
+  } else if (!same && !(wider_golden_ok(m) && is_float(a.dtype) && is_float(g.dtype))) {
     throw_input_error(a.origin, "dtype",
-                      fmt::format("{} like golden {} ({} needs equal dtypes)", dtype_name(g.dtype), g.origin,
-                                  method_name(m)),
+                      fmt::format("{} like golden {} ({} needs equal dtypes; mixed, stat_rel_err, close and "
+                                  "cosine also take a golden of another real float type)",
+                                  dtype_name(g.dtype), g.origin, method_name(m)),
                       dtype_name(a.dtype));
   }
-  check_method_dtype(m, g.dtype, g.origin);
+  // Tolerances and ULPs belong to the output dtype: the actual's. A golden kept in f32/f64 (not rounded
+  // to the output type) is compared value for value.
+  const DType out = a.dtype;
+  check_method_dtype(m, out, a.origin);
   if (m == Method::quant && g.dtype != DType::int8 && g.dtype != DType::int4)
     throw_input_error(g.origin, "dtype", "int4 or int8 (quant)", dtype_name(g.dtype));
 
-  const Tolerance tol = merge_tol(route.tol, default_tolerance(m, g.dtype));
+  const Tolerance tol = merge_tol(route.tol, default_tolerance(m, out));
   CompareResult r;
   if (n == 0) {
     r.pass = true;
@@ -376,7 +387,7 @@ CompareResult compare(const CompareInputs& in, const Route& route) {
   }
   r.method = m;
   r.route_source = route.source;
-  r.dtype = g.dtype;
+  r.dtype = out;
   r.numel = n;
   if (r.log10_err_hist.empty()) r.log10_err_hist.assign(cmp::kHistBins, 0);
   r.log10_err_edges = cmp::hist_labels();

@@ -114,12 +114,50 @@ std::string candidate_checksum(const CandidateArrays& a) {
                       as_bytes(a.covered)});
 }
 
-// Parallel validation of per-position invariants; reports the first bad position.
-template <typename Fn>
-void check_rows(std::int64_t n, const Fn& bad_row /* returns "" or a message for row i */) {
+// Branch-free scans (the compiler vectorises them): true when every row passes the golden's checks. The
+// conditions are written so that NaN fails them (!(x <= limit)). vocab and n_seg are ≤ 2³¹.
+[[gnu::noinline]] bool topk_rows_ok(const std::int32_t* __restrict ids, const float* __restrict lp,
+                                    std::int64_t rows, std::int64_t k, std::uint32_t vocab) {
+  int bad = 0;
+  const std::int64_t m = rows * k;
+  for (std::int64_t t = 0; t < m; ++t)
+    bad |= (static_cast<std::uint32_t>(ids[t]) >= vocab) | !(lp[t] <= 1e-3f);
+  // Non-increasing log-probs and distinct neighbours within a row: count the violations of the flat arrays
+  // shifted by one (one vectorised pass), then take off those at row starts, which straddle two rows.
+  std::int64_t flat = 0, straddle = 0;
+  for (std::int64_t t = 1; t < m; ++t) flat += (lp[t] > lp[t - 1]) | (ids[t] == ids[t - 1]);
+  for (std::int64_t t = k; t < m; t += k) straddle += (lp[t] > lp[t - 1]) | (ids[t] == ids[t - 1]);
+  return bad == 0 && flat == straddle;
+}
+
+[[gnu::noinline]] bool golden_positions_ok(const GoldenArrays& a, std::int64_t b, std::int64_t e,
+                                           std::uint32_t vocab, std::uint32_t n_seg) {
+  const float* __restrict other = a.other_logprob.data();
+  const float* __restrict tlp = a.token_logprob.data();
+  const std::int32_t* __restrict tok = a.token.data();
+  const std::int32_t* __restrict seg = a.segment.data();
+  const std::int32_t* __restrict depth = a.depth.data();
+  const std::uint8_t* __restrict phase = a.phase.data();
+  const std::uint8_t* __restrict flags = a.flags.data();
+  int bad = 0;
+  for (std::int64_t i = b; i < e; ++i)
+    bad |= !(other[i] <= 1e-3f) | !(tlp[i] <= 1e-3f) | (static_cast<std::uint32_t>(tok[i]) >= vocab) |
+           (static_cast<std::uint32_t>(seg[i]) >= n_seg) | (depth[i] < 0);
+  int bad8 = 0;
+  for (std::int64_t i = b; i < e; ++i) bad8 |= (phase[i] > 1) | ((flags[i] & kFlagsBroken) != 0);
+  return (bad | bad8) == 0;
+}
+
+// Parallel validation of per-position invariants; reports the first bad position. all_ok(b, e) is a
+// branch-free scan of rows [b, e) (vectorised; most of the cost of opening a file otherwise): only a chunk
+// it rejects is walked row by row to find and describe the first bad row.
+template <typename Fast, typename Fn>
+void check_rows(std::int64_t n, const Fast& all_ok,
+                const Fn& bad_row /* returns "" or a message for row i */) {
   const std::size_t chunk = 1 << 16;
   std::vector<std::pair<std::int64_t, std::string>> first(chunk_count(n, chunk), {-1, ""});
   parallel_for(n, chunk, [&](std::size_t c, std::size_t b, std::size_t e) {
+    if (all_ok(static_cast<std::int64_t>(b), static_cast<std::int64_t>(e))) return;
     for (std::size_t i = b; i < e; ++i) {
       std::string m = bad_row(static_cast<std::int64_t>(i));
       if (!m.empty()) {
@@ -187,7 +225,12 @@ Golden golden_from(const SafetensorsFile& f, std::shared_ptr<const void> owner, 
   m.segments = segments_from_json(get_str(md, "segments"), file, n);
   const std::int64_t n_seg = static_cast<std::int64_t>(m.segments.size());
   const std::int64_t vocab = m.vocab;
-  check_rows(n, [&](std::int64_t i) -> std::string {
+  auto all_ok = [&](std::int64_t b, std::int64_t e) {
+    return topk_rows_ok(a.top_ids.data() + b * k, a.top_logprobs.data() + b * k, e - b, k,
+                        static_cast<std::uint32_t>(vocab)) &&
+           golden_positions_ok(a, b, e, static_cast<std::uint32_t>(vocab), static_cast<std::uint32_t>(n_seg));
+  };
+  check_rows(n, all_ok, [&](std::int64_t i) -> std::string {
     const std::int32_t* ids = a.top_ids.data() + i * k;
     const float* lp = a.top_logprobs.data() + i * k;
     for (std::int64_t j = 0; j < k; ++j) {
@@ -258,7 +301,15 @@ Candidate candidate_from(const SafetensorsFile& f, std::shared_ptr<const void> o
                             : m.checksum.substr(0, 40) + " (the data were changed or the file is damaged)");
   }
   const std::int64_t vocab = m.vocab;
-  check_rows(n, [&](std::int64_t i) -> std::string {
+  auto all_ok = [&](std::int64_t b, std::int64_t e) {
+    bool bad = false;
+    for (std::int64_t i = b; i < e; ++i)
+      bad |= ((a.top1_id[i] < 0) & ((a.flags[i] & kFlagsBroken) == 0)) | (a.top1_id[i] >= vocab);
+    if (!a.covered.empty())
+      for (std::int64_t t = b * k; t < e * k; ++t) bad |= a.covered[t] > 1;
+    return !bad;
+  };
+  check_rows(n, all_ok, [&](std::int64_t i) -> std::string {
     bool broken = a.flags[i] & kFlagsBroken;
     if ((a.top1_id[i] < 0 && !broken) || a.top1_id[i] >= vocab)
       return fmt::format("{}: top1_id[{}]: expected an id in [0, {}), got {}", file, i, vocab, a.top1_id[i]);

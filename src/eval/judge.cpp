@@ -1,8 +1,10 @@
 #include "eval/judge.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
+#include <span>
 
 #include "core/error.h"
 #include "core/parallel.h"
@@ -224,31 +226,83 @@ JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Log
 // ---- summaries ---------------------------------------------------------------------------------------
 namespace {
 
-// Quantiles of v (modified in place) at increasing qs, numpy "linear" interpolation, linear time.
-std::vector<double> quantiles(std::vector<float>& v, std::initializer_list<double> qs) {
+using Parts = std::vector<std::span<const float>>;  // a split's values: the arrays of its cells
+
+// Order-preserving key of a finite f32 (−0 counts as +0).
+inline std::uint32_t f32_key(float x) {
+  std::uint32_t u = std::bit_cast<std::uint32_t>(x + 0.0f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+inline float key_f32(std::uint32_t k) {
+  return std::bit_cast<float>((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+// Quantiles of the values in `parts` at increasing qs, numpy "linear" interpolation. Exact order
+// statistics in linear time without copying: a histogram of the top 16 key bits, then only the values in
+// the bins holding the wanted ranks are gathered and selected.
+std::vector<double> quantiles(const Parts& parts, std::initializer_list<double> qs) {
+  std::size_t n = 0;
+  for (auto& p : parts) n += p.size();
   std::vector<double> out;
-  std::size_t from = 0;
-  const std::size_t n = v.size();
+  if (n == 0) {
+    out.assign(qs.size(), NAN);
+    return out;
+  }
+  std::vector<std::size_t> ranks;  // lo and lo + 1 of each q
   for (double q : qs) {
-    if (n == 0) {
-      out.push_back(NAN);
-      continue;
+    std::size_t lo = static_cast<std::size_t>(std::floor(q * static_cast<double>(n - 1)));
+    ranks.push_back(lo);
+    ranks.push_back(std::min(lo + 1, n - 1));
+  }
+  constexpr int kBins = 1 << 16;
+  std::vector<std::uint64_t> hist(kBins, 0);
+  for (auto& p : parts)
+    for (float x : p) ++hist[f32_key(x) >> 16];
+  // Bin of each rank and the number of values below that bin.
+  std::vector<std::int32_t> slot(kBins, -1);
+  std::vector<std::size_t> bin_below;
+  std::vector<int> rank_slot(ranks.size());
+  {
+    std::size_t below = 0, r = 0;
+    std::vector<std::pair<std::size_t, int>> order(ranks.size());
+    for (std::size_t i = 0; i < ranks.size(); ++i) order[i] = {ranks[i], static_cast<int>(i)};
+    std::sort(order.begin(), order.end());
+    for (int bin = 0; bin < kBins && r < order.size(); ++bin) {
+      while (r < order.size() && order[r].first < below + hist[bin]) {
+        if (slot[bin] < 0) {
+          slot[bin] = static_cast<std::int32_t>(bin_below.size());
+          bin_below.push_back(below);
+        }
+        rank_slot[order[r].second] = slot[bin];
+        ++r;
+      }
+      below += hist[bin];
     }
+  }
+  std::vector<std::vector<std::uint32_t>> bins(bin_below.size());
+  for (auto& p : parts)
+    for (float x : p) {
+      std::uint32_t key = f32_key(x);
+      if (std::int32_t sl = slot[key >> 16]; sl >= 0) bins[sl].push_back(key);
+    }
+  for (auto& b : bins) std::sort(b.begin(), b.end());  // small unless the values pile up in one bin
+  auto at = [&](std::size_t i) -> double {
+    int sl = rank_slot[i];
+    return key_f32(bins[sl][ranks[i] - bin_below[sl]]);
+  };
+  std::size_t i = 0;
+  for (double q : qs) {
     double h = q * static_cast<double>(n - 1);
-    std::size_t lo = static_cast<std::size_t>(std::floor(h));
-    if (lo < from) lo = from;  // never happens for increasing qs
-    std::nth_element(v.begin() + from, v.begin() + lo, v.end());
-    double a = v[lo], b = a;
-    if (lo + 1 < n) b = *std::min_element(v.begin() + lo + 1, v.end());
-    out.push_back(a + (h - static_cast<double>(lo)) * (b - a));
-    from = lo;
+    double a = at(2 * i), b = at(2 * i + 1);
+    out.push_back(a + (h - static_cast<double>(ranks[2 * i])) * (b - a));
+    ++i;
   }
   return out;
 }
 
-KlStats kl_stats(std::vector<float>& values, const ExactSum& sum, const ExactSum& sq, double max) {
+KlStats kl_stats(const Parts& values, const ExactSum& sum, const ExactSum& sq, double max) {
   KlStats s;
-  s.n = static_cast<std::int64_t>(values.size());
+  for (auto& p : values) s.n += static_cast<std::int64_t>(p.size());
   if (s.n == 0) return s;
   const double n = static_cast<double>(s.n);
   s.mean = sum.value() / n;
@@ -262,14 +316,16 @@ KlStats kl_stats(std::vector<float>& values, const ExactSum& sum, const ExactSum
   return s;
 }
 
-SplitSummary split_summary(CellStats c, const std::string& kind, const std::string& name) {
+// c: the split's merged scalars (CellStats::merge without values); kl, full: its cells' value arrays.
+SplitSummary split_summary(const CellStats& c, const Parts& kl, const Parts& full, const std::string& kind,
+                           const std::string& name) {
   SplitSummary s;
   s.kind = kind;
   s.name = name;
   s.n = static_cast<std::int64_t>(c.n);
   s.nonfinite = static_cast<std::int64_t>(c.nonfinite);
   s.q_other_clamped = static_cast<std::int64_t>(c.q_other_clamped);
-  s.kl = kl_stats(c.kl_values, c.kl, c.kl_sq, c.kl_max);
+  s.kl = kl_stats(kl, c.kl, c.kl_sq, c.kl_max);
   for (int b = 0; b < kMarginBins; ++b) {
     BinCount& bc = s.bins[b];
     bc.n = c.bin_n[b];
@@ -306,11 +362,11 @@ SplitSummary split_summary(CellStats c, const std::string& kind, const std::stri
   s.coverage_mass = mass > 0 ? 1.0 - c.mass_missing.value() / mass : NAN;
   s.positions_partial = c.positions_partial;
   s.upper_infinite = c.upper_infinite;
-  std::uint64_t finite_n = c.kl_values.size();
+  std::uint64_t finite_n = static_cast<std::uint64_t>(s.kl.n);
   s.kl_upper_mean = (c.upper_infinite == 0 && finite_n)
                         ? (c.kl.value() + c.kl_upper_excess.value()) / static_cast<double>(finite_n)
                         : NAN;
-  s.full_kl = kl_stats(c.full_kl_values, c.full_kl, c.full_kl_sq, c.full_kl_max);
+  s.full_kl = kl_stats(full, c.full_kl, c.full_kl_sq, c.full_kl_max);
   if (c.n_full == 0) s.full_kl.max = NAN;
   return s;
 }
@@ -323,41 +379,43 @@ RunSummary summarize(const JudgeAccumulator& acc, const std::string& path, doubl
   const int nd = static_cast<int>(acc.domains.size());
   CellStats all;
   std::vector<CellStats> dom(nd), phase(kPhases), depth(kDepthBuckets);
+  Parts all_kl, all_full;
+  std::vector<Parts> dom_kl(nd), dom_full(nd), phase_kl(kPhases), phase_full(kPhases),
+      depth_kl(kDepthBuckets), depth_full(kDepthBuckets);
   for (int d = 0; d < nd; ++d)
     for (int b = 0; b < kDepthBuckets; ++b)
       for (int p = 0; p < kPhases; ++p) {
         const CellStats& c = acc.cells[cell_index(d, b, p)];
         if (!c.n) continue;
-        all.merge(c);
-        dom[d].merge(c);
-        phase[p].merge(c);
-        depth[b].merge(c);
+        for (CellStats* m : {&all, &dom[d], &phase[p], &depth[b]}) m->merge(c, /*values=*/false);
+        const std::span<const float> kv(c.kl_values), fv(c.full_kl_values);
+        for (Parts* m : {&all_kl, &dom_kl[d], &phase_kl[p], &depth_kl[b]}) m->push_back(kv);
+        for (Parts* m : {&all_full, &dom_full[d], &phase_full[p], &depth_full[b]}) m->push_back(fv);
       }
-  // High-KL positions that did not flip (before split_summary reorders the values).
-  double t = high_kl_threshold;
-  if (std::isnan(t)) {
-    std::vector<float> v = all.kl_values;
-    t = quantiles(v, {0.99})[0];
-  }
+  r.overall = split_summary(all, all_kl, all_full, "overall", "overall");
+  // High-KL positions that did not flip; by default "high" is above the overall p99.
+  double t = std::isnan(high_kl_threshold) ? r.overall.kl.p99 : high_kl_threshold;
   r.high_kl_threshold = t;
   if (!std::isnan(t)) {
-    for (float x : all.kl_values) r.high_kl += x > t;
+    for (auto& p : all_kl)
+      for (float x : p) r.high_kl += x > t;
     std::uint64_t flipped = 0;
     for (float x : all.flipped_kl) flipped += x > t;
     r.high_kl_no_flip = r.high_kl - flipped;
     r.high_kl_no_flip_share =
         r.high_kl ? static_cast<double>(r.high_kl_no_flip) / static_cast<double>(r.high_kl) : NAN;
   }
-  r.overall = split_summary(std::move(all), "overall", "overall");
   for (int d = 0; d < nd; ++d)
-    if (dom[d].n) r.by_domain.push_back(split_summary(std::move(dom[d]), "domain", acc.domains[d]));
+    if (dom[d].n)
+      r.by_domain.push_back(split_summary(dom[d], dom_kl[d], dom_full[d], "domain", acc.domains[d]));
   static const char* phase_names[kPhases] = {"prefill", "decode"};
   for (int p = 0; p < kPhases; ++p)
-    if (phase[p].n) r.by_phase.push_back(split_summary(std::move(phase[p]), "phase", phase_names[p]));
+    if (phase[p].n)
+      r.by_phase.push_back(split_summary(phase[p], phase_kl[p], phase_full[p], "phase", phase_names[p]));
   for (int b = 0; b < kDepthBuckets; ++b)
     if (depth[b].n)
-      r.by_depth.push_back(
-          split_summary(std::move(depth[b]), "depth", std::to_string(depth_bucket_lower(b))));
+      r.by_depth.push_back(split_summary(depth[b], depth_kl[b], depth_full[b], "depth",
+                                         std::to_string(depth_bucket_lower(b))));
   // Pinsker: each segment is one "answer" of T steps; the bound uses the mean over answers (Jensen).
   double sum = 0, steps = 0, mx = 0;
   int segs = 0;

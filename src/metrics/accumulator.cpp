@@ -84,14 +84,14 @@ void CellStats::add(const PositionRecord& r) {
   }
 }
 
-void CellStats::merge(const CellStats& o) {
+void CellStats::merge(const CellStats& o, bool values) {
   n += o.n;
   nonfinite += o.nonfinite;
   q_other_clamped += o.q_other_clamped;
   kl.merge(o.kl);
   kl_sq.merge(o.kl_sq);
   kl_max = std::max(kl_max, o.kl_max);
-  kl_values.insert(kl_values.end(), o.kl_values.begin(), o.kl_values.end());
+  if (values) kl_values.insert(kl_values.end(), o.kl_values.begin(), o.kl_values.end());
   flipped_kl.insert(flipped_kl.end(), o.flipped_kl.begin(), o.flipped_kl.end());
   for (int b = 0; b < kMarginBins; ++b) {
     bin_n[b] += o.bin_n[b];
@@ -117,7 +117,7 @@ void CellStats::merge(const CellStats& o) {
   full_kl.merge(o.full_kl);
   full_kl_sq.merge(o.full_kl_sq);
   full_kl_max = std::max(full_kl_max, o.full_kl_max);
-  full_kl_values.insert(full_kl_values.end(), o.full_kl_values.begin(), o.full_kl_values.end());
+  if (values) full_kl_values.insert(full_kl_values.end(), o.full_kl_values.begin(), o.full_kl_values.end());
 }
 
 void JudgeAccumulator::init(int k_, std::vector<std::string> doms, int n_seg) {

