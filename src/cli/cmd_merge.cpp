@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/judge_flags.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "eval/judge.h"
@@ -24,14 +25,7 @@ int run(int argc, char** argv) {
   app.add_option("--html", html_path, "write a self-contained HTML report here");
   app.add_option("--partial", out_partial,
                  "write the merged shard instead of judging (positions may have gaps)");
-  app.add_option("--kl-factor", opt.kl_factor, "noise mode: KL limit = factor × floor")
-      ->capture_default_str();
-  app.add_option("--alpha", opt.alpha, "family-wise level of the flip-rate tests")->capture_default_str();
-  app.add_option("--min-positions", opt.min_positions, "fewer positions judged cannot PASS")
-      ->capture_default_str();
-  app.add_option("--min-coverage", opt.min_coverage,
-                 "probability mass a partial-coverage candidate must report")
-      ->capture_default_str();
+  kc::cli::add_judge_options(app, opt);
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
   std::vector<kc::Partial> parts;
   for (auto& s : shards) parts.push_back(kc::read_partial(s));

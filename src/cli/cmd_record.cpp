@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "cli/command.h"
+#include "cli/judge_flags.h"
 #include "core/error.h"
 #include "eval/golden.h"
 #include "eval/record_logits.h"
@@ -17,19 +18,6 @@ std::string join_args(int argc, char** argv) {
   std::string s = "kerncheck record";
   for (int i = 1; i < argc; ++i) s += std::string(" ") + argv[i];
   return s;
-}
-
-std::pair<std::int64_t, std::int64_t> parse_range(const std::string& s) {
-  auto colon = s.find(':');
-  std::int64_t a = 0, b = 0;
-  auto ok = [](const std::string& t, std::int64_t& v) {
-    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-    return ec == std::errc() && p == t.data() + t.size() && !t.empty();
-  };
-  if (colon == std::string::npos || !ok(s.substr(0, colon), a) || !ok(s.substr(colon + 1), b) || a < 0 ||
-      b <= a)
-    kc::fail("--positions: expected A:B with 0 ≤ A < B, got \"{}\"", s);
-  return {a, b};
 }
 
 struct RecordArgs {
@@ -90,7 +78,7 @@ int record_candidate_from_logits(const RecordArgs& a, const std::string& cmdline
   kc::Golden g = kc::read_golden(a.golden);
   kc::Logits L = kc::open_logits(a.from_logits);
   std::int64_t b = 0, e = g.meta.n;
-  if (!a.positions.empty()) std::tie(b, e) = parse_range(a.positions);
+  if (!a.positions.empty()) std::tie(b, e) = kc::cli::parse_position_range(a.positions);
   if (e > g.meta.n) kc::fail("--positions: the golden has {} positions, got {}:{}", g.meta.n, b, e);
   kc::CandidateBuffers c = kc::record_candidate(L, g, b, e);
   kc::CandidateMeta m = kc::candidate_meta_for(g, {a.engine, a.variant, cmdline});

@@ -4,25 +4,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/judge_flags.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "eval/judge.h"
 #include "eval/judge_html.h"
 
 namespace {
-
-std::pair<std::int64_t, std::int64_t> parse_range(const std::string& s) {
-  auto colon = s.find(':');
-  std::int64_t a = 0, b = 0;
-  auto ok = [](const std::string& t, std::int64_t& v) {
-    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-    return ec == std::errc() && p == t.data() + t.size() && !t.empty();
-  };
-  if (colon == std::string::npos || !ok(s.substr(0, colon), a) || !ok(s.substr(colon + 1), b) || a < 0 ||
-      b <= a)
-    kc::fail("--positions: expected A:B with 0 ≤ A < B, got \"{}\"", s);
-  return {a, b};
-}
 
 int run(int argc, char** argv) {
   CLI::App app{
@@ -53,14 +41,7 @@ int run(int argc, char** argv) {
   app.add_option("--ref-logits", ref_logits,
                  "reference full logits [N, vocab]: full-vocabulary KL for logits candidates")
       ->check(CLI::ExistingFile);
-  app.add_option("--kl-factor", opt.kl_factor, "noise mode: KL limit = factor × floor")
-      ->capture_default_str();
-  app.add_option("--alpha", opt.alpha, "family-wise level of the flip-rate tests")->capture_default_str();
-  app.add_option("--min-positions", opt.min_positions, "fewer positions judged cannot PASS")
-      ->capture_default_str();
-  app.add_option("--min-coverage", opt.min_coverage,
-                 "probability mass a partial-coverage candidate must report")
-      ->capture_default_str();
+  kc::cli::add_judge_options(app, opt);
   app.add_flag("-q,--quiet", quiet, "print only the verdict line");
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
   if (!(opt.kl_factor >= 1)) kc::fail("--kl-factor: expected ≥ 1, got {}", opt.kl_factor);
@@ -68,7 +49,7 @@ int run(int argc, char** argv) {
 
   kc::Golden golden = kc::read_golden(golden_path);
   std::optional<std::pair<std::int64_t, std::int64_t>> range;
-  if (!positions.empty()) range = parse_range(positions);
+  if (!positions.empty()) range = kc::cli::parse_position_range(positions);
   std::optional<kc::Logits> ref;
   if (!ref_logits.empty()) ref = kc::open_logits(ref_logits);
 
