@@ -135,9 +135,7 @@ std::vector<SourceDoc> default_sources() {
   for (const char* p : {"/usr/bin/bible", "/usr/games/bible", "/usr/local/bin/bible"})
     if (is_file(p)) bible = p;
   if (bible.empty()) missing.push_back("bible-kjv");
-  if (!is_file("/usr/share/bible-kjv/bible.data") && !is_file("/usr/lib/bible.data") &&
-      !fs::exists("/usr/share/bible-kjv"))
-    ;  // the text package's layout varies; the `bible` run below reports it
+  // The text package (bible-kjv-text) is not probed by path: its layout varies; running `bible` reports it.
   const std::string devil = "/usr/share/dictd/devil.dict.dz";
   if (!is_file(devil)) missing.push_back("dict-devil");
   if (!missing.empty()) {
