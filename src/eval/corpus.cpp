@@ -72,7 +72,10 @@ std::string tokenizer_identity(const Tokenizer& tok) {
   static const char* probe =
       "Hello, World! It's 2024-11-30:  x=1234567;\n\tdef f(a_b):\n        return a_b**2  # ok\n"
       "  «quotes» — naïve café, Ελληνικά, русский, 日本語のテキスト, 한국어 😀\r\n  \n\nif (p != NULL) { *p++ = 0; }";
-  for (auto id : tok.encode(probe, false)) buf += "," + std::to_string(id);
+  for (auto id : tok.encode(probe, false)) {
+    buf += ',';
+    buf += std::to_string(id);
+  }
   return "tok-sha256:" + sha256_hex({reinterpret_cast<const std::uint8_t*>(buf.data()), buf.size()});
 }
 
