@@ -11,6 +11,7 @@
   out of range, unknown and unsupported types) fail with exit 3 and a message naming file and field.
 """
 
+from kc_env import smollm2_path
 import hashlib
 import json
 import os
@@ -33,14 +34,6 @@ RANDOM_ONLY = ["Q4_K", "Q5_K", "Q6_K"]  # the package dequantizes these but cann
 # Byte offsets of the f16 scale fields inside one block (random blocks get finite f16 there).
 F16_FIELDS = {"Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0], "Q4_K": [0, 2],
               "Q5_K": [0, 2], "Q6_K": [208]}
-
-
-def smollm2_path():
-    p = os.environ.get("KC_SMOLLM2_GGUF")
-    if p:
-        return Path(p)
-    cache = Path(os.environ.get("KC_CACHE", Path.home() / ".cache" / "kerncheck"))
-    return cache / "smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def run(*args, check=True):

@@ -9,6 +9,7 @@
   handling it (undo + rotate-half, keep + adjacent pairs) reproduce transformers' logits.
 - Bitwise identical logits for KC_THREADS=1, 2, 3; bad input exits 3 with a message.
 """
+from kc_env import smollm2_path
 import os
 import subprocess
 
@@ -20,9 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DATA = os.environ.get("KC_TEST_DATA", os.path.join(ROOT, "tests", "data"))
 FIX = os.path.join(DATA, "fixtures")
 TOOL = os.path.join(os.environ.get("KC_BUILD_DIR", os.path.join(ROOT, "build")), "tests", "kc_llama_logits")
-SMOLLM2 = os.environ.get("KC_SMOLLM2_GGUF", os.path.join(
-    os.environ.get("KC_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "kerncheck")),
-    "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"))
+SMOLLM2 = str(smollm2_path())
 needs_smollm2 = pytest.mark.skipif(not os.path.exists(SMOLLM2), reason="SmolLM2 GGUF not present")
 
 

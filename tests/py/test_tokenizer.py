@@ -11,6 +11,7 @@ digits, special tokens), real prose and code (KJV Bible, The Devil's Dictionary,
 random vocabulary-token soups and random Unicode. The match rate is printed; it must be 100%.
 """
 
+from kc_env import smollm2_path
 import gzip
 import json
 import os
@@ -28,14 +29,6 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, 
 BUILD = Path(os.environ.get("KC_BUILD_DIR", "build"))
 TOOL = BUILD / "tests" / "kc_tokenize"
 DATA = Path(os.environ.get("KC_TEST_DATA", Path(__file__).resolve().parents[1] / "data")) / "tokenizer"
-
-
-def smollm2_path():
-    p = os.environ.get("KC_SMOLLM2_GGUF")
-    if p:
-        return Path(p)
-    cache = Path(os.environ.get("KC_CACHE", Path.home() / ".cache" / "kerncheck"))
-    return cache / "smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def run(*args, check=True):
