@@ -21,7 +21,7 @@
 #include "eval/record_logits.h"
 #include "io/safetensors.h"
 #include "model/gguf.h"
-#include "model/llama.h"
+#include "model/causal_lm.h"
 
 namespace kc {
 
@@ -81,7 +81,7 @@ struct Job {
 };
 
 struct Loaded {
-  LlamaModel model;
+  std::unique_ptr<CausalLM> model;
   std::string identity, tokenizer_identity;
 };
 
@@ -100,8 +100,8 @@ Loaded load_model(const RecordModelOptions& o) {
                         "none found");
   }
   Tokenizer tok = load_tokenizer(tok_src);
-  Loaded L{LlamaModel::load(o.model), model_identity(o.model), tokenizer_identity(tok)};
-  check_vocab_size(tok, L.model.config().n_vocab, o.model, !is_gguf(o.model));
+  Loaded L{load_causal_lm(o.model), model_identity(o.model), tokenizer_identity(tok)};
+  check_vocab_size(tok, L.model->vocab_size(), o.model, !is_gguf(o.model));
   return L;
 }
 
@@ -137,11 +137,10 @@ class Progress {
 };
 
 // Runs the engine over one job; rows(pos0, rows, logits) gets segment-local positions.
-void run_job(const LlamaModel& m, const Job& j,
+void run_job(const CausalLM& m, const Job& j,
              const std::function<void(std::int64_t, std::int64_t, std::span<const float>)>& rows) {
-  LlamaState st(m.config());
-  st.reserve(static_cast<std::size_t>(j.depth));
-  const std::size_t V = m.config().n_vocab;
+  auto state = m.new_state();
+  SequenceState& st = *state;
   m.prefill(st, std::span<const std::int32_t>(j.window).first(j.n_prefill),
             [&](std::size_t pos0, std::size_t r, std::span<const float> lg) {
               rows(static_cast<std::int64_t>(pos0), static_cast<std::int64_t>(r), lg);
@@ -159,7 +158,6 @@ void run_job(const LlamaModel& m, const Job& j,
       first = p + 1;
     }
   }
-  (void)V;
 }
 
 Logits wrap_logits(std::span<const float> lg, std::int64_t rows, std::int64_t vocab, const std::string& where) {
@@ -256,7 +254,7 @@ void record_golden_with_model(const RecordModelOptions& o) {
   if (L.tokenizer_identity != c.tokenizer_id)
     fail("{}: tokenizer: expected the corpus's tokenizer {} (built from {}), got {} from the model {}", o.corpus,
          c.tokenizer_id, c.tokenizer_origin, L.tokenizer_identity, o.model);
-  const std::int64_t V = static_cast<std::int64_t>(L.model.config().n_vocab);
+  const std::int64_t V = static_cast<std::int64_t>(L.model->vocab_size());
   if (o.k < 2 || o.k > V || o.k > 4096) fail("-k: expected 2 ≤ k ≤ min(vocab = {}, 4096), got {}", V, o.k);
   std::vector<Job> jobs;
   std::vector<Segment> segs;
@@ -296,7 +294,7 @@ void record_golden_with_model(const RecordModelOptions& o) {
     }
     if (!reused) {
       if (stop >= 0 && computed >= stop) interrupted(o.out, computed);
-      run_job(L.model, j, [&](std::int64_t p0, std::int64_t r, std::span<const float> lg) {
+      run_job(*L.model, j, [&](std::int64_t p0, std::int64_t r, std::span<const float> lg) {
         CorpusLayout lay;
         for (std::int64_t p = p0; p < p0 + r; ++p) {
           lay.segment.push_back(j.index);
@@ -383,7 +381,7 @@ void record_candidate_with_model(const RecordModelOptions& o) {
     fail("{}: model: expected the golden's model {}, got {} ({}); pass --allow-other-model to score another "
          "model against it",
          o.golden, g.meta.identity.model, L.identity, o.model);
-  const std::int64_t V = static_cast<std::int64_t>(L.model.config().n_vocab);
+  const std::int64_t V = static_cast<std::int64_t>(L.model->vocab_size());
   if (V != g.meta.vocab)
     throw_input_error(o.model, "vocab", fmt::format("{} (the golden's)", g.meta.vocab), std::to_string(V));
   std::vector<Job> jobs;
@@ -439,7 +437,7 @@ void record_candidate_with_model(const RecordModelOptions& o) {
     }
     if (!reused) {
       if (stop >= 0 && computed >= stop) interrupted(o.out, computed);
-      run_job(L.model, j, [&](std::int64_t p0, std::int64_t r, std::span<const float> lg) {
+      run_job(*L.model, j, [&](std::int64_t p0, std::int64_t r, std::span<const float> lg) {
         CandidateBuffers part = record_candidate(wrap_logits(lg, r, V, fmt::format("{} segment {}", o.model, j.index)),
                                                  g, j.start + p0, j.start + p0 + r);
         append(c.logprobs_at_ref, part.logprobs_at_ref), append(c.other_logprob, part.other_logprob);

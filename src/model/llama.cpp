@@ -92,7 +92,7 @@ void LlamaModel::attention_block(std::size_t il, LlamaState& st, std::size_t T, 
 
   const engine::AttentionShape shape{c.n_heads, c.n_kv_heads, hd};
   engine::attention_causal(s.q.data(), T, p0, st.k[il].data(), st.v[il].data(), shape, s.ctx.data(),
-                           hook_ ? &hook_ : nullptr, L);  // ctx [T, nH·hd]
+                           hook_ ? &hook_ : nullptr, L, kernel_);  // ctx [T, nH·hd]
   report("attn.ctx", L, p0, T, qs, s.ctx.data());
   engine::gemm_nt(s.ctx.data(), T, qs, w.wo.data(), D, s.o.data());  // o [T, D]
   report("attn.out", L, p0, T, D, s.o.data());
@@ -167,6 +167,29 @@ std::vector<float> LlamaModel::prefill(LlamaState& st, std::span<const std::int3
     std::copy(logits.begin(), logits.end(), out.begin() + (pos0 - first) * config_.n_vocab);
   });
   return out;
+}
+
+void LlamaModel::for_each_weight(const std::function<void(const std::string&, std::span<float>)>& fn) {
+  auto w = [&](const std::string& name, std::vector<float>& v) {
+    if (!v.empty()) fn(name, v);
+  };
+  w("model.embed_tokens.weight", weights_.embed);
+  for (std::size_t il = 0; il < weights_.layers.size(); ++il) {
+    auto& L = weights_.layers[il];
+    const std::string p = "model.layers." + std::to_string(il) + ".";
+    w(p + "input_layernorm.weight", L.attn_norm);
+    w(p + "self_attn.q_proj.weight", L.wq), w(p + "self_attn.k_proj.weight", L.wk);
+    w(p + "self_attn.v_proj.weight", L.wv);
+    w(p + "self_attn.q_proj.bias", L.bq), w(p + "self_attn.k_proj.bias", L.bk);
+    w(p + "self_attn.v_proj.bias", L.bv);
+    w(p + "self_attn.q_norm.weight", L.q_norm), w(p + "self_attn.k_norm.weight", L.k_norm);
+    w(p + "self_attn.o_proj.weight", L.wo);
+    w(p + "post_attention_layernorm.weight", L.mlp_norm);
+    w(p + "mlp.gate_proj.weight", L.w_gate), w(p + "mlp.up_proj.weight", L.w_up);
+    w(p + "mlp.down_proj.weight", L.w_down);
+  }
+  w("model.norm.weight", weights_.final_norm);
+  w("lm_head.weight", weights_.lm_head);
 }
 
 std::vector<float> LlamaModel::decode(LlamaState& st, std::int32_t token) const {

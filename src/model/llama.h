@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "model/causal_lm.h"
 #include "ops/engine_ops.h"
 
 namespace kc {
@@ -77,15 +78,12 @@ class WeightSource {
   virtual void read_f32(const std::string& name, std::span<float> out) const = 0;  // out.size() == numel
 };
 
-struct LlamaLoadOptions {
-  // GGUF only: keep the file's Q/K row order and rotate adjacent pairs (as llama.cpp does) instead of
-  // undoing the permutation and rotating halves (as transformers does). Same math, different rounding.
-  bool gguf_adjacent_pairs = false;
-};
+using LlamaLoadOptions = LoadOptions;
 
 // The KV cache and position of one sequence. Grows on demand (whole chunks of kCacheGrow positions).
-struct LlamaState {
+struct LlamaState : SequenceState {
   explicit LlamaState(const LlamaConfig& c);
+  std::size_t position() const override { return pos; }
   std::size_t pos = 0;                // tokens already in the cache
   std::size_t capacity = 0;           // positions allocated per layer
   std::vector<std::vector<float>> k;  // [n_layers][capacity, nKV·hd] (after k-norm and RoPE)
@@ -94,10 +92,7 @@ struct LlamaState {
   void reserve(std::size_t n_pos);
 };
 
-// Receives logits rows as prefill produces them: logits [rows, V] for positions pos0 … pos0+rows-1.
-using LogitsSink = std::function<void(std::size_t pos0, std::size_t rows, std::span<const float> logits)>;
-
-class LlamaModel {
+class LlamaModel : public CausalLM {
  public:
   // A .gguf file or an HF checkpoint folder (config.json + model.safetensors[.index.json]). Throws
   // kc::Error naming the file and field for unsupported architectures and missing or mis-shaped tensors.
@@ -116,8 +111,20 @@ class LlamaModel {
   // One token at state.pos: logits [V] (GEMV path).
   std::vector<float> decode(LlamaState& state, std::int32_t token) const;
 
-  // Named intermediate tensors go to this hook (nullptr: none). See engine::TensorEvent.
-  void set_hook(engine::TensorHook hook) { hook_ = std::move(hook); }
+  // CausalLM
+  std::string architecture() const override { return llama_arch_name(config_.arch); }
+  std::size_t vocab_size() const override { return config_.n_vocab; }
+  std::size_t n_layers() const override { return config_.n_layers; }
+  std::unique_ptr<SequenceState> new_state() const override { return std::make_unique<LlamaState>(config_); }
+  void prefill(SequenceState& st, std::span<const std::int32_t> tokens, const LogitsSink& sink) const override {
+    prefill(static_cast<LlamaState&>(st), tokens, sink);
+  }
+  std::vector<float> decode(SequenceState& st, std::int32_t token) const override {
+    return decode(static_cast<LlamaState&>(st), token);
+  }
+  void set_hook(engine::TensorHook hook) override { hook_ = std::move(hook); }
+  void for_each_weight(const std::function<void(const std::string&, std::span<float>)>& fn) override;
+  void set_kernel_options(const engine::KernelOptions& o) override { kernel_ = o; }
 
   static constexpr std::size_t kPrefillChunk = 256;
 
@@ -135,6 +142,7 @@ class LlamaModel {
   LlamaWeights weights_;
   std::vector<float> inv_freq_;  // [rot_dim/2]
   engine::TensorHook hook_;
+  engine::KernelOptions kernel_;
 };
 
 // Config readers (exposed for tests): HF config.json text, GGUF metadata via the file.

@@ -11,7 +11,9 @@
 namespace kc::engine {
 
 void attention_causal(const float* q, std::size_t T, std::size_t pos0, const float* k, const float* v,
-                      const AttentionShape& shape, float* out, const TensorHook* hook, int layer) {
+                      const AttentionShape& shape, float* out, const TensorHook* hook, int layer,
+                      const KernelOptions& opt) {
+  (void)opt;  // TODO(lab): AttentionKernel::flash
   init_blas();
   const std::size_t nh = shape.n_heads, nkv = shape.n_kv_heads, hd = shape.head_dim;
   KC_ASSERT(nkv > 0 && nh % nkv == 0, "attention: n_heads {} not a multiple of n_kv_heads {}", nh, nkv);

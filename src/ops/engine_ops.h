@@ -91,6 +91,16 @@ struct AttentionShape {
   std::size_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
 };
 
+// Kernel choices of equal (f32) precision that differ only in summation order: two equally correct
+// implementations, whose difference is the normal difference (noise floor) of SPEC §2.
+enum class AttentionKernel {
+  exact,  // exact row max over all visible keys, one P·V GEMM per (head, 32-row) tile (the reference)
+  flash,  // online softmax over blocks of 64 keys (running max, rescaled partial sums), as flash attention
+};
+struct KernelOptions {
+  AttentionKernel attention = AttentionKernel::exact;
+};
+
 // Causal GQA attention of T new queries at positions pos0 … pos0+T-1 over the KV cache:
 //   out[t, h] = Σ_{j ≤ pos0+t} p_j v[j, g] / Σ_j p_j,  p_j = exp(s_j − max s),  s_j = q[t, h]·k[j, g] / √hd,
 //   g = h / (n_heads / n_kv_heads).
@@ -102,6 +112,6 @@ struct AttentionShape {
 inline constexpr std::size_t kAttnBlockRows = 32;
 void attention_causal(const float* q, std::size_t T, std::size_t pos0, const float* k, const float* v,
                       const AttentionShape& shape, float* out, const TensorHook* hook = nullptr,
-                      int layer = -1);
+                      int layer = -1, const KernelOptions& opt = {});
 
 }  // namespace kc::engine

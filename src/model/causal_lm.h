@@ -1,0 +1,66 @@
+// The one interface every reference-engine model implements (Llama family in llama.h, the Gated DeltaNet
+// hybrids in hybrid.h), so that recording, tracing, sweeps and generation work on any of them.
+//
+// A model is read-only during inference; the per-sequence state (KV cache, recurrent and conv states,
+// position) lives in a SequenceState the caller owns, so one loaded model serves many sequences.
+//
+// Example:
+//   std::unique_ptr<kc::CausalLM> m = kc::load_causal_lm("model.gguf");   // or an HF folder
+//   auto st = m->new_state();
+//   m->prefill(*st, prompt, [&](std::size_t pos0, std::size_t rows, std::span<const float> lg) { … });
+//   std::vector<float> next = m->decode(*st, token);                      // [V]
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ops/engine_ops.h"
+
+namespace kc {
+
+// Receives logits rows as prefill produces them: logits [rows, V] for positions pos0 … pos0+rows-1.
+using LogitsSink = std::function<void(std::size_t pos0, std::size_t rows, std::span<const float> logits)>;
+
+class SequenceState {
+ public:
+  virtual ~SequenceState() = default;
+  virtual std::size_t position() const = 0;  // tokens consumed so far
+};
+
+class CausalLM {
+ public:
+  virtual ~CausalLM() = default;
+  virtual std::string architecture() const = 0;  // "llama", "qwen2", "qwen3", "qwen3_5", "qwen3_next"
+  virtual std::size_t vocab_size() const = 0;
+  virtual std::size_t n_layers() const = 0;
+
+  virtual std::unique_ptr<SequenceState> new_state() const = 0;
+  // Tokens enter at state.position(). One call may be cut into internal chunks; logits go to the sink
+  // chunk by chunk, so a long prompt never holds [T, V]. Calling prefill again continues the sequence
+  // (a hybrid then starts from its stored state: "prefill in blocks").
+  virtual void prefill(SequenceState& st, std::span<const std::int32_t> tokens, const LogitsSink& sink) const = 0;
+  // One token at state.position(): logits [V].
+  virtual std::vector<float> decode(SequenceState& st, std::int32_t token) const = 0;
+
+  // Named intermediate tensors go to this hook (nullptr: none); see engine::TensorEvent and docs/engine.md.
+  virtual void set_hook(engine::TensorHook hook) = 0;
+  // Every weight tensor by its HF name, mutable: the lab's production-like base rounds them in place.
+  virtual void for_each_weight(const std::function<void(const std::string& name, std::span<float> w)>& fn) = 0;
+  // Kernel choices of equal precision (engine::KernelOptions).
+  virtual void set_kernel_options(const engine::KernelOptions& o) = 0;
+};
+
+struct LoadOptions {
+  // GGUF only: keep the file's Q/K row order and rotate adjacent pairs (as llama.cpp does) instead of
+  // undoing the permutation and rotating halves (as transformers does). Same math, different rounding.
+  bool gguf_adjacent_pairs = false;
+};
+
+// A .gguf file or an HF checkpoint folder (config.json + model.safetensors[.index.json]), dispatched on
+// the architecture. Throws kc::Error naming the file and field for anything unsupported or malformed.
+std::unique_ptr<CausalLM> load_causal_lm(const std::string& path, const LoadOptions& opt = {});
+
+}  // namespace kc
