@@ -1,24 +1,36 @@
 // kerncheck corpus: build an evaluation corpus (docs/corpus.md) or show one.
 //   corpus build --tokenizer MODEL_OR_TOKENIZER_JSON [--preset quick|full] [--depths 1024,2048]
 //                [--segments-per-depth 4] [--decode-last 512] [--prose FILE]… [--code FILE]… -o corpus.kcc
+//   corpus build --answers PROMPTS.txt --model M [--chat] [--greedy | --temperature T --top-p P] [--seed S]
+//                [--max-tokens N] -o answers.kcc      (a corpus of the model's own answers; docs/corpus.md)
 //   corpus show FILE
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/command.h"
 #include "core/error.h"
 #include "eval/corpus.h"
+#include "eval/generate.h"
+#include "eval/record_model.h"
 
 namespace {
 
 int run(int argc, char** argv) {
-  CLI::App app{"Build an evaluation corpus (token windows at several depths) or show one."};
+  CLI::App app{
+      "Build an evaluation corpus (token windows at several depths, or a model's answers to prompts) or show "
+      "one."};
   app.name(argv[0]);
   app.require_subcommand(1);
   kc::CorpusOptions o;
   std::string tokenizer, out, depths, show_path;
   auto* build = app.add_subcommand("build", "cut segments from prose and code and tokenize them");
-  build->add_option("--tokenizer", tokenizer, "a .gguf (tokenizer metadata), tokenizer.json or a folder with one")
-      ->required()
+  build
+      ->add_option(
+          "--tokenizer", tokenizer,
+          "a .gguf (tokenizer metadata), tokenizer.json or a folder with one (--answers: default the "
+          "model's)")
       ->check(CLI::ExistingPath);
   build->add_option("--preset", o.preset, "quick (depths 256,512; decode-last 64) or full (1k-8k; 512)")
       ->capture_default_str();
@@ -27,17 +39,86 @@ int run(int argc, char** argv) {
                     "segments at each depth, alternating prose and code (default 4)");
   build->add_option("--decode-last", o.decode_last,
                     "final positions of each segment scored in decode phase (default: the preset's)");
-  build->add_option("--prose", o.prose_files, "prose source file (repeatable; default: KJV + Devil's Dictionary)")
+  build
+      ->add_option("--prose", o.prose_files,
+                   "prose source file (repeatable; default: KJV + Devil's Dictionary)")
       ->check(CLI::ExistingFile);
-  build->add_option("--code", o.code_files, "code source file (repeatable; default: Python stdlib + C headers)")
+  build
+      ->add_option("--code", o.code_files,
+                   "code source file (repeatable; default: Python stdlib + C headers)")
       ->check(CLI::ExistingFile);
   build->add_option("--seed", o.seed, "seed of the window choice")->capture_default_str();
   build->add_option("-o,--output", out, "output corpus file (.kcc, safetensors)")->required();
+  // Answer corpora: the f32 reference model answers each prompt; prompt + answer is one segment.
+  std::string answers, model;
+  kc::AnswerCorpusOptions ao;
+  ao.gen.max_tokens = 256;
+  bool greedy = false;
+  build
+      ->add_option("--answers", answers,
+                   "prompts file (one per line, or JSON Lines {\"prompt\": …}): build a "
+                   "corpus of the model's own answers")
+      ->check(CLI::ExistingFile);
+  build->add_option("--model", model, "--answers: the model that answers (.gguf or HF folder), run in f32")
+      ->check(CLI::ExistingPath);
+  build->add_flag("--chat", ao.chat, "--answers: wrap each prompt in ChatML (SmolLM2-Instruct's template)");
+  build->add_option("--system", ao.system, "--answers --chat: system prompt (\"\" omits the system turn)")
+      ->capture_default_str();
+  auto* p_greedy = build->add_flag("--greedy", greedy, "--answers: argmax answers instead of sampled ones");
+  auto* p_temp =
+      build
+          ->add_option("--temperature", ao.gen.sampling.temperature,
+                       "--answers: sampling temperature (default 1: the distribution the judge scores)")
+          ->capture_default_str();
+  auto* p_top = build->add_option("--top-p", ao.gen.sampling.top_p, "--answers: nucleus sampling mass")
+                    ->capture_default_str();
+  p_greedy->excludes(p_temp, p_top);
+  build
+      ->add_option("--max-tokens", ao.gen.max_tokens, "--answers: answer length limit (stops earlier at EOS)")
+      ->capture_default_str();
   auto* show = app.add_subcommand("show", "print a corpus file's summary");
   show->add_option("file", show_path, "corpus file")->required()->check(CLI::ExistingFile);
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
 
+  if (build->parsed() && !answers.empty()) {
+    if (model.empty()) kc::fail("--answers: expected --model MODEL (the model that answers), got none");
+    for (const char* f :
+         {"--preset", "--depths", "--segments-per-depth", "--decode-last", "--prose", "--code"})
+      if (build->count(f))
+        kc::fail(
+            "{}: applies to text corpora; an answer corpus's segments are the prompts (drop it or --answers)",
+            f);
+    ao.gen.sampling.greedy = greedy;
+    ao.gen.sampling.seed = o.seed;
+    ao.prompts_path = answers;
+    ao.model_path = model;
+    ao.tokenizer_origin = tokenizer.empty() ? model : tokenizer;
+    std::vector<kc::PromptLine> prompts = kc::read_prompts(answers);
+    kc::Tokenizer tok = kc::load_tokenizer(ao.tokenizer_origin);
+    kc::check_generate_options(ao.gen);
+    auto m = kc::load_causal_lm(model);
+    kc::check_vocab_size(tok, m->vocab_size(), model, std::filesystem::is_directory(model));
+    ao.model_identity = kc::model_identity(model);
+    const bool tty = isatty(2);
+    kc::Corpus c = kc::build_answer_corpus(*m, tok, prompts, ao, [&](std::size_t done, std::size_t total) {
+      std::fprintf(stderr, tty ? "\ranswered %zu/%zu prompts" : "answered %zu/%zu prompts\n", done, total);
+      if (tty && done == total) std::fputc('\n', stderr);
+      std::fflush(stderr);
+    });
+    kc::write_corpus(out, c);
+    std::int64_t answer_tokens = 0;
+    for (auto& s : c.segments) answer_tokens += s.decode_last;
+    std::printf(
+        "wrote answer corpus %s: %zu answers, %lld answer tokens (decode phase), %lld scored positions, "
+        "tokenizer %s, checksum %s\n",
+        out.c_str(), c.segments.size(), static_cast<long long>(answer_tokens),
+        static_cast<long long>(c.positions()), c.tokenizer_id.c_str(), c.checksum.c_str());
+    return 0;
+  }
   if (build->parsed()) {
+    if (tokenizer.empty()) kc::fail("--tokenizer: expected a .gguf, tokenizer.json or folder, got none");
+    for (const char* f : {"--model", "--chat", "--greedy", "--temperature", "--top-p", "--max-tokens"})
+      if (build->count(f)) kc::fail("{}: applies to answer corpora (with --answers PROMPTS)", f);
     const std::string preset = o.preset;
     if (!depths.empty()) {
       std::size_t at = 0;
@@ -62,9 +143,10 @@ int run(int argc, char** argv) {
                                           : kc::read_sources(o.prose_files, o.code_files);
     kc::Corpus c = kc::build_corpus(o, docs, tok, tokenizer);
     kc::write_corpus(out, c);
-    std::printf("wrote corpus %s: %zu segments, %lld scored positions, %zu tokens, tokenizer %s, checksum %s\n",
-                out.c_str(), c.segments.size(), static_cast<long long>(c.positions()), c.tokens.size(),
-                c.tokenizer_id.c_str(), c.checksum.c_str());
+    std::printf(
+        "wrote corpus %s: %zu segments, %lld scored positions, %zu tokens, tokenizer %s, checksum %s\n",
+        out.c_str(), c.segments.size(), static_cast<long long>(c.positions()), c.tokens.size(),
+        c.tokenizer_id.c_str(), c.checksum.c_str());
     return 0;
   }
   kc::Corpus c = kc::read_corpus(show_path);
@@ -72,8 +154,11 @@ int run(int argc, char** argv) {
               show_path.c_str(), c.preset.c_str(), static_cast<unsigned long long>(c.seed),
               static_cast<long long>(c.vocab), c.tokenizer_id.c_str(), c.tokenizer_origin.c_str(),
               c.checksum.c_str());
-  std::printf("  %zu segments, %lld scored positions\n", c.segments.size(), static_cast<long long>(c.positions()));
-  std::printf("  %-20s %-6s %7s %7s  %s\n", "name", "domain", "depth", "decode", "source @ byte offset: text");
+  std::printf("  %zu segments, %lld scored positions\n", c.segments.size(),
+              static_cast<long long>(c.positions()));
+  if (!c.generation.empty()) std::printf("  generation %s\n", c.generation.c_str());
+  std::printf("  %-20s %-6s %7s %7s  %s\n", "name", "domain", "depth", "decode",
+              "source @ byte offset: text");
   for (auto& s : c.segments) {
     std::string head = s.text.substr(0, 48);
     for (auto& ch : head)
@@ -87,6 +172,7 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-kc::cli::Registrar reg({"corpus", "build an evaluation corpus from prose and code, or show one", run});
+kc::cli::Registrar reg(
+    {"corpus", "build an evaluation corpus (prose and code, or the model's own answers), or show one", run});
 
 }  // namespace

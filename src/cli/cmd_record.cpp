@@ -3,6 +3,7 @@
 //   --from-logits LOGITS --golden GOLDEN [--positions A:B] -o CANDIDATE
 //   --model MODEL --corpus CORPUS [-k 20] -o GOLDEN        (kerncheck's f32 engine; docs/corpus.md)
 //   --model MODEL --golden GOLDEN -o CANDIDATE
+// With --model, --variant / --round / --prefill-block choose a precision variant of the engine (docs/lab.md).
 #include <charconv>
 
 #include "cli/command.h"
@@ -25,8 +26,17 @@ struct RecordArgs {
   int k = 20;
   std::string model_id, tokenizer_id, corpus_id, engine = "logits", variant;
   std::string model, corpus, tokenizer;  // --model mode
+  std::vector<std::string> round;        // --model mode: NAME[@LAYER]=BITS, appended as round: terms
+  int prefill_block = 0;
   bool allow_other_model = false;
 };
+
+// --variant plus one round:NAME=BITS term per --round.
+std::string variant_spec(const RecordArgs& a) {
+  std::string v = a.variant;
+  for (const auto& r : a.round) v += (v.empty() ? "round:" : "+round:") + r;
+  return v;
+}
 
 int record_with_model(const RecordArgs& a, const std::string& cmdline) {
   if (!a.tokens.empty() || !a.segments.empty() || !a.positions.empty() || !a.model_id.empty() ||
@@ -39,7 +49,8 @@ int record_with_model(const RecordArgs& a, const std::string& cmdline) {
   o.corpus = a.corpus;
   o.golden = a.golden;
   o.out = a.out;
-  o.variant = a.variant;
+  o.variant = variant_spec(a);
+  o.prefill_block = a.prefill_block;
   o.command_line = cmdline;
   o.k = a.k;
   o.allow_other_model = a.allow_other_model;
@@ -113,7 +124,17 @@ int run(int argc, char** argv) {
   app.add_option("--corpus-id", a.corpus_id,
                  "golden mode: corpus identity (default: sha256 of the token ids)");
   app.add_option("--engine", a.engine, "what produced the logits")->capture_default_str();
-  app.add_option("--variant", a.variant, "variant name (precision setting, kernel …)");
+  app.add_option("--variant", a.variant,
+                 "with --model: precision variant of the engine, terms joined by '+': f32 (default) | bf16 | "
+                 "p=f32|bf16|f16|fp8|fp8x448|fp8x256 | kv=DTYPE | attn=exact|flash | round:NAME[@LAYER]=BITS "
+                 "(docs/lab.md); with --from-logits: a free label of what made the logits");
+  app.add_option("--round", a.round,
+                 "with --model, repeatable: keep tensor NAME (hook name, e.g. attn.out, optionally @LAYER) to "
+                 "BITS mantissa bits; adds round:NAME=BITS to --variant");
+  app.add_option("--prefill-block", a.prefill_block,
+                 "with --model: feed each segment's prefill in calls of N tokens (0 = one call); recorded "
+                 "in the metadata")
+      ->capture_default_str();
   app.add_option("--model", a.model, "run kerncheck's f32 engine: a .gguf or an HF checkpoint folder")
       ->check(CLI::ExistingPath);
   app.add_option("--corpus", a.corpus, "--model golden mode: the corpus (kerncheck corpus build)")
@@ -129,8 +150,9 @@ int run(int argc, char** argv) {
     if (!a.from_logits.empty()) kc::fail("give one source: --from-logits or --model, not both");
     return record_with_model(a, cmdline);
   }
-  if (!a.corpus.empty() || !a.tokenizer.empty() || a.allow_other_model)
-    kc::fail("--corpus, --tokenizer and --allow-other-model need --model MODEL");
+  if (!a.corpus.empty() || !a.tokenizer.empty() || a.allow_other_model || !a.round.empty() ||
+      a.prefill_block != 0)
+    kc::fail("--corpus, --tokenizer, --allow-other-model, --round and --prefill-block need --model MODEL");
   if (a.from_logits.empty())
     kc::fail("expected a source: --from-logits LOGITS or --model MODEL (see kerncheck record --help)");
   if (!a.golden.empty()) {

@@ -303,6 +303,27 @@ std::string tokens_checksum(std::span<const std::int32_t> t) {
 
 }  // namespace
 
+CorpusSegment answer_segment(const Tokenizer& tok, std::span<const std::int32_t> prompt,
+                             std::span<const std::int32_t> answer) {
+  if (prompt.size() < 2)
+    fail("prompt: expected at least 2 tokens (one prefill position before the decoded answer), got {}",
+         prompt.size());
+  if (answer.empty()) fail("answer: expected at least one generated token, got none");
+  CorpusSegment s;
+  s.domain = "answer";
+  s.depth = static_cast<std::int64_t>(prompt.size() + answer.size()) - 1;
+  s.decode_last = static_cast<std::int64_t>(answer.size());
+  std::string bytes;
+  auto add = [&](std::int32_t id, bool scored) {
+    if (scored) s.offsets.push_back(static_cast<std::int64_t>(bytes.size()));
+    bytes += tok.decode_bytes({&id, 1});
+  };
+  for (std::size_t i = 0; i < prompt.size(); ++i) add(prompt[i], i > 0);
+  for (auto id : answer) add(id, true);
+  s.text = clean_utf8(std::move(bytes));
+  return s;
+}
+
 void write_corpus(const std::string& path, Corpus& c) {
   c.checksum = tokens_checksum(c.tokens);
   json segs = json::array();
@@ -325,6 +346,7 @@ void write_corpus(const std::string& path, Corpus& c) {
                                         {"seed", std::to_string(c.seed)},
                                         {"segments", segs.dump()},
                                         {"checksum", c.checksum}};
+  if (!c.generation.empty()) md["generation"] = c.generation;
   std::vector<std::uint8_t> bytes(c.tokens.size() * 4);
   std::memcpy(bytes.data(), c.tokens.data(), bytes.size());
   Tensor t = make_tensor(DType::int32, {static_cast<std::int64_t>(c.tokens.size())}, std::move(bytes), "tokens");
@@ -362,6 +384,11 @@ Corpus read_corpus(const std::string& path) {
   c.tokens.resize(t.shape[0]);
   std::memcpy(c.tokens.data(), t.bytes.data(), c.tokens.size() * 4);
   c.checksum = get("checksum");
+  if (auto it = md.find("generation"); it != md.end()) {
+    c.generation = it->second;
+    if (!json::accept(c.generation))
+      throw_input_error(path, "metadata generation", "a JSON object (generation settings)", "invalid JSON");
+  }
   if (tokens_checksum(c.tokens) != c.checksum)
     throw_input_error(path, "metadata checksum", c.checksum + " (the tokens' checksum)", tokens_checksum(c.tokens));
   for (std::size_t i = 0; i < c.tokens.size(); ++i)

@@ -38,6 +38,9 @@ struct Corpus {
   std::vector<CorpusSegment> segments;
   std::vector<std::int32_t> tokens;
   std::string checksum;  // "xxh3:<16 hex>" over the token bytes
+  // Answer corpora (preset "answers", generate.h): JSON of the model, its identity, the prompts file and
+  // the generation settings (metadata key "generation"); empty for text corpora.
+  std::string generation;
   std::string identity() const { return "kcc-" + checksum; }
   std::span<const std::int32_t> window(const CorpusSegment& s) const {
     return std::span<const std::int32_t>(tokens).subspan(s.token_begin, s.depth + 1);
@@ -76,6 +79,13 @@ std::vector<SourceDoc> read_sources(const std::vector<std::string>& prose, const
 // Deterministic in (options, sources, tokenizer).
 Corpus build_corpus(const CorpusOptions& o, const std::vector<SourceDoc>& docs, const Tokenizer& tok,
                     const std::string& tokenizer_origin);
+
+// A segment of a corpus of the model's own answers (domain "answer"): window = prompt + answer, depth =
+// |prompt| + |answer| − 1, decode_last = |answer| (the answer tokens are the decode-phase positions). Its
+// text is the window's decoded bytes with invalid UTF-8 bytes replaced by '?' (so offsets stay byte
+// offsets). Throws kc::Error when the prompt has fewer than 2 tokens or the answer is empty.
+CorpusSegment answer_segment(const Tokenizer& tok, std::span<const std::int32_t> prompt,
+                             std::span<const std::int32_t> answer);
 
 void write_corpus(const std::string& path, Corpus& c);  // fills c.checksum
 Corpus read_corpus(const std::string& path);            // validates everything

@@ -19,6 +19,7 @@
 #include "eval/corpus.h"
 #include "eval/golden.h"
 #include "eval/record_logits.h"
+#include "eval/variant.h"
 #include "io/safetensors.h"
 #include "model/gguf.h"
 #include "model/causal_lm.h"
@@ -31,6 +32,8 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char* kFirstTokensKey = "kerncheck.corpus_first_tokens";
+constexpr const char* kPrefillBlockKey = "kerncheck.prefill_block";
+constexpr const char* kReferenceKey = "kerncheck.golden_reference";
 constexpr const char* kEngine = "kerncheck-llama-f32";
 
 bool is_gguf(const std::string& path) {
@@ -48,6 +51,17 @@ void hash_file(Xxh64& h, const std::string& path) {
 }
 
 }  // namespace
+
+bool is_gguf_model(const std::string& path) { return is_gguf(path); }
+
+std::string tokenizer_source(const std::string& model, const std::string& tokenizer) {
+  if (!tokenizer.empty()) return tokenizer;
+  std::error_code ec;
+  if (is_gguf(model) || fs::exists(fs::path(model) / "tokenizer.json", ec)) return model;
+  throw_input_error(model, "tokenizer",
+                    "a GGUF with tokenizer metadata or a checkpoint folder with tokenizer.json (or --tokenizer FILE)",
+                    "none found");
+}
 
 std::string model_identity(const std::string& path) {
   Xxh64 h;
@@ -83,25 +97,22 @@ struct Job {
 struct Loaded {
   std::unique_ptr<CausalLM> model;
   std::string identity, tokenizer_identity;
+  std::string variant;                  // canonical
+  std::shared_ptr<VariantUsage> usage;  // checked after the first computed segment
 };
 
 Loaded load_model(const RecordModelOptions& o) {
-  std::string tok_src = o.tokenizer;
-  if (tok_src.empty()) {
-    std::error_code ec;
-    if (is_gguf(o.model))
-      tok_src = o.model;
-    else if (fs::exists(fs::path(o.model) / "tokenizer.json", ec))
-      tok_src = o.model;
-    else
-      throw_input_error(o.model, "tokenizer",
-                        "a GGUF with tokenizer metadata or a checkpoint folder with tokenizer.json (or "
-                        "--tokenizer FILE)",
-                        "none found");
-  }
+  const Variant variant = parse_variant(o.variant, "--variant");  // bad syntax fails before the slow load
+  if (o.prefill_block < 0) fail("--prefill-block: expected 0 (one call) or a block size ≥ 1, got {}", o.prefill_block);
+  const std::string tok_src = tokenizer_source(o.model, o.tokenizer);
   Tokenizer tok = load_tokenizer(tok_src);
-  Loaded L{load_causal_lm(o.model), model_identity(o.model), tokenizer_identity(tok)};
+  Loaded L;
+  L.model = load_causal_lm(o.model);
+  L.identity = model_identity(o.model);
+  L.tokenizer_identity = tokenizer_identity(tok);
   check_vocab_size(tok, L.model->vocab_size(), o.model, !is_gguf(o.model));
+  L.variant = to_string(variant);
+  L.usage = apply_variant(*L.model, variant);
   return L;
 }
 
@@ -137,14 +148,18 @@ class Progress {
 };
 
 // Runs the engine over one job; rows(pos0, rows, logits) gets segment-local positions.
-void run_job(const CausalLM& m, const Job& j,
+// prefill_block > 0 feeds the prefill in calls of that many tokens (state stored between calls).
+void run_job(const CausalLM& m, const Job& j, int prefill_block,
              const std::function<void(std::int64_t, std::int64_t, std::span<const float>)>& rows) {
   auto state = m.new_state();
   SequenceState& st = *state;
-  m.prefill(st, std::span<const std::int32_t>(j.window).first(j.n_prefill),
-            [&](std::size_t pos0, std::size_t r, std::span<const float> lg) {
-              rows(static_cast<std::int64_t>(pos0), static_cast<std::int64_t>(r), lg);
-            });
+  const auto prompt = std::span<const std::int32_t>(j.window).first(j.n_prefill);
+  const std::size_t block = prefill_block > 0 ? static_cast<std::size_t>(prefill_block) : prompt.size();
+  for (std::size_t b = 0; b < prompt.size(); b += block)
+    m.prefill(st, prompt.subspan(b, std::min(block, prompt.size() - b)),
+              [&](std::size_t pos0, std::size_t r, std::span<const float> lg) {
+                rows(static_cast<std::int64_t>(pos0), static_cast<std::int64_t>(r), lg);
+              });
   // Decode rows are batched a few at a time for the (parallel) scoring.
   constexpr std::int64_t kBatch = 16;
   std::vector<float> buf;
@@ -241,8 +256,10 @@ std::int64_t stop_after() {
 // Key of a run: what must match for checkpoints to be reused.
 std::string run_key(const RecordModelOptions& o, const std::string& mode, const std::string& model_id,
                     const std::string& data_id) {
-  return json{{"mode", mode}, {"model", model_id}, {"data", data_id}, {"k", o.k},
-              {"command_line", o.command_line}, {"variant", o.variant}}
+  return json{{"mode", mode},        {"model", model_id},
+              {"data", data_id},     {"k", o.k},
+              {"command_line", o.command_line}, {"variant", to_string(parse_variant(o.variant))},
+              {"prefill_block", o.prefill_block}}
       .dump();
 }
 
@@ -294,7 +311,7 @@ void record_golden_with_model(const RecordModelOptions& o) {
     }
     if (!reused) {
       if (stop >= 0 && computed >= stop) interrupted(o.out, computed);
-      run_job(*L.model, j, [&](std::int64_t p0, std::int64_t r, std::span<const float> lg) {
+      run_job(*L.model, j, o.prefill_block, [&](std::int64_t p0, std::int64_t r, std::span<const float> lg) {
         CorpusLayout lay;
         for (std::int64_t p = p0; p < p0 + r; ++p) {
           lay.segment.push_back(j.index);
@@ -310,6 +327,7 @@ void record_golden_with_model(const RecordModelOptions& o) {
         append(g.depth, part.depth), append(g.phase, part.phase), append(g.flags, part.flags);
       });
       KC_ASSERT(g.size() == n, "segment {}: {} rows, expected {}", j.index, g.size(), n);
+      L.usage->check("--variant");  // a round: term that met no tensor fails before anything is kept
       const auto N = static_cast<std::int64_t>(n), K = static_cast<std::int64_t>(k);
       write_safetensors(ck.file(j.index),
                         {{"top_ids", vec_tensor(DType::int32, {N, K}, g.top_ids, "top_ids")},
@@ -334,8 +352,14 @@ void record_golden_with_model(const RecordModelOptions& o) {
   m.vocab = V;
   m.n = static_cast<std::int64_t>(all.size());
   m.identity = {L.identity, c.tokenizer_id, c.identity()};
-  m.made_by = {kEngine, o.variant, o.command_line};
+  m.made_by = {kEngine, L.variant, o.command_line};
   m.segments = segs;
+  const bool reference = parse_variant(L.variant).is_reference();
+  if (!reference)
+    std::fprintf(stderr,
+                 "note: this golden is recorded with variant %s, not the f32 reference; candidates are judged "
+                 "against that variant (metadata %s)\n",
+                 L.variant.c_str(), kReferenceKey);
   // write_golden has no slot for the segments' first tokens (needed to rerun the inputs for a
   // candidate): write it, then add the key to its metadata (the checksum covers tensors only).
   const std::string tmp = o.out + ".partial/golden.safetensors";
@@ -346,6 +370,8 @@ void record_golden_with_model(const RecordModelOptions& o) {
     for (auto& nm : f.names()) ts.push_back({nm, f.tensor(nm)});
     auto md = f.metadata();
     md[kFirstTokensKey] = json(first_tokens).dump();
+    md[kPrefillBlockKey] = std::to_string(o.prefill_block);
+    md[kReferenceKey] = reference ? "f32" : "not the f32 reference: variant " + L.variant;
     write_safetensors(o.out, ts, md);
   }
   ck.finish();
@@ -437,7 +463,7 @@ void record_candidate_with_model(const RecordModelOptions& o) {
     }
     if (!reused) {
       if (stop >= 0 && computed >= stop) interrupted(o.out, computed);
-      run_job(*L.model, j, [&](std::int64_t p0, std::int64_t r, std::span<const float> lg) {
+      run_job(*L.model, j, o.prefill_block, [&](std::int64_t p0, std::int64_t r, std::span<const float> lg) {
         CandidateBuffers part = record_candidate(wrap_logits(lg, r, V, fmt::format("{} segment {}", o.model, j.index)),
                                                  g, j.start + p0, j.start + p0 + r);
         append(c.logprobs_at_ref, part.logprobs_at_ref), append(c.other_logprob, part.other_logprob);
@@ -445,6 +471,7 @@ void record_candidate_with_model(const RecordModelOptions& o) {
         append(c.token_logprob, part.token_logprob), append(c.flags, part.flags);
       });
       KC_ASSERT(c.size() == n, "segment {}: {} rows, expected {}", j.index, c.size(), n);
+      L.usage->check("--variant");
       const auto N = static_cast<std::int64_t>(n), K = static_cast<std::int64_t>(k);
       write_safetensors(
           ck.file(j.index),
@@ -461,8 +488,18 @@ void record_candidate_with_model(const RecordModelOptions& o) {
     append(all.token_logprob, c.token_logprob), append(all.flags, c.flags);
     prog.segment_done(static_cast<std::size_t>(j.index), j.depth, reused);
   }
-  CandidateMeta m = candidate_meta_for(g, {kEngine, o.variant, o.command_line});
-  std::string sum = write_candidate(o.out, m, all.view());
+  CandidateMeta m = candidate_meta_for(g, {kEngine, L.variant, o.command_line});
+  // write_candidate has no slot for the prefill block: write, then add the key (checksum: tensors only).
+  const std::string tmp = o.out + ".partial/candidate.safetensors";
+  std::string sum = write_candidate(tmp, m, all.view());
+  {
+    SafetensorsFile f = SafetensorsFile::open(tmp);
+    std::vector<NamedTensor> ts;
+    for (auto& nm : f.names()) ts.push_back({nm, f.tensor(nm)});
+    auto md = f.metadata();
+    md[kPrefillBlockKey] = std::to_string(o.prefill_block);
+    write_safetensors(o.out, ts, md);
+  }
   ck.finish();
   std::printf("wrote candidate %s: %lld positions of %s, checksum %s\n", o.out.c_str(),
               static_cast<long long>(m.n), o.golden.c_str(), sum.c_str());

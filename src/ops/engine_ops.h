@@ -95,21 +95,31 @@ struct AttentionShape {
 // implementations, whose difference is the normal difference (noise floor) of SPEC §2.
 enum class AttentionKernel {
   exact,  // exact row max over all visible keys, one P·V GEMM per (head, 32-row) tile (the reference)
-  flash,  // online softmax over blocks of 64 keys (running max, rescaled partial sums), as flash attention
+  flash,  // online softmax over blocks of kFlashBlockKeys keys (running max, rescaled partial sums and
+          // output accumulator, f32 row sum), as flash attention 2 and the seed's attention_row
 };
 struct KernelOptions {
   AttentionKernel attention = AttentionKernel::exact;
+  // Gated DeltaNet chunked prefill with FLA's bf16 casts (state cast to bf16 before W·S, V_new stored in
+  // bf16, f32 accumulation; engine_gdn.h GdnOptions::fla_casts). Off: transformers' all-f32 algorithm.
+  bool gdn_fla_casts = false;
 };
 
 // Causal GQA attention of T new queries at positions pos0 … pos0+T-1 over the KV cache:
 //   out[t, h] = Σ_{j ≤ pos0+t} p_j v[j, g] / Σ_j p_j,  p_j = exp(s_j − max s),  s_j = q[t, h]·k[j, g] / √hd,
 //   g = h / (n_heads / n_kv_heads).
 // q: [T, nH·hd]; k, v: [≥ pos0+T, nKV·hd] (cache rows); out: [T, nH·hd].
-// Work is tiled by (head, block of kAttnBlockRows queries), so scores never exceed
-// [kAttnBlockRows, pos0+T] per task. The hook sees each tile of unnormalised p as "attn.p"
-// (rows × keys, zero above the diagonal) after the row sums are taken and before p·v, so rounding p in
-// the hook models a kernel that rounds P before the P·V product while summing the unrounded p.
+// Work is tiled by (head, block of kAttnBlockRows queries); every tile is computed by one thread, so the
+// result is bitwise the same for any thread count (both kernels).
+// "attn.p" hook (from worker threads, concurrently): unnormalised p after the row sums took it and before
+// p·v, so rounding p in the hook models a kernel that rounds P before the P·V product while summing the
+// unrounded p (seed attention_row). Zero above the diagonal. pos0 of the event = query position of row 0.
+//   exact: one event per tile, [rows ≤ 32, pos0+rows] over all visible keys, p = exp(s − exact row max).
+//   flash: one event per tile and key block, [rows ≤ 32, ≤ kFlashBlockKeys] (keys j0 … j0+cols-1, j0 a
+//          multiple of kFlashBlockKeys, in order), p = exp(s − running max after this block) ∈ [0, 1].
+// exact sums the row in f64, flash in f32 (as flash kernels do): same result to f32 rounding (~1e-6 rel).
 inline constexpr std::size_t kAttnBlockRows = 32;
+inline constexpr std::size_t kFlashBlockKeys = 64;
 void attention_causal(const float* q, std::size_t T, std::size_t pos0, const float* k, const float* v,
                       const AttentionShape& shape, float* out, const TensorHook* hook = nullptr,
                       int layer = -1, const KernelOptions& opt = {});

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Speed of kerncheck's f32 Gated DeltaNet hybrid engine against HF transformers in f32 on the same threads.
+
+Prints prefill and decode tokens/s for ours (tests/kc_causal_logits: chunked prefill, recurrent decode) and
+transformers (torch fallbacks, no flash-linear-attention; torch.set_num_threads(THREADS)) and the ratios.
+
+Usage: bench/hybrid_bench.py [--build BUILD] [--model DIR] [--threads N] [--prefill 512] [--decode 64]
+"""
+import argparse, os, subprocess, sys, tempfile, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def ours(exe, model, ids, n_prefill, threads):
+    env = dict(os.environ, KC_THREADS=str(threads))
+    with tempfile.TemporaryDirectory() as d:
+        p = subprocess.run([exe, model, os.path.join(d, "l.npy"), "--decode-from", str(n_prefill), *map(str, ids)],
+                           capture_output=True, text=True, env=env, check=True)
+    f = p.stdout.split()
+    t_prefill, t_decode = float(f[f.index("prefill_s") + 1]), float(f[f.index("decode_s") + 1])
+    return n_prefill / t_prefill, (len(ids) - n_prefill) / t_decode
+
+
+def theirs(model, ids, n_prefill, threads):
+    import warnings
+    import torch, transformers
+    warnings.filterwarnings("ignore")
+    transformers.utils.logging.set_verbosity_error()
+    torch.set_num_threads(threads)
+    torch.set_grad_enabled(False)
+    m = transformers.AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
+    if hasattr(m, "set_experts_implementation"):
+        m.set_experts_implementation("eager")
+    x = torch.tensor([ids])
+    m(x[:, :16])  # warm-up
+    t = time.perf_counter()
+    out = m(x[:, :n_prefill], use_cache=True)
+    t_prefill = time.perf_counter() - t
+    pkv = out.past_key_values
+    t = time.perf_counter()
+    for i in range(n_prefill, len(ids)):
+        out = m(x[:, i:i + 1], past_key_values=pkv, use_cache=True)
+        pkv = out.past_key_values
+    t_decode = time.perf_counter() - t
+    return n_prefill / t_prefill, (len(ids) - n_prefill) / t_decode
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.environ.get("KC_BUILD_DIR", os.path.join(ROOT, "build")))
+    ap.add_argument("--model", default=os.path.join(ROOT, "tests/data/models/hybrid-tiny"))
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--prefill", type=int, default=512)
+    ap.add_argument("--decode", type=int, default=64)
+    a = ap.parse_args()
+    import json
+    cfg = json.load(open(os.path.join(a.model, "config.json")))
+    vocab = cfg.get("text_config", cfg)["vocab_size"]
+    ids = [(i * 7919 + 101) % vocab for i in range(a.prefill + a.decode)]
+    exe = os.path.join(a.build, "tests", "kc_causal_logits")
+    op, od = ours(exe, a.model, ids, a.prefill, a.threads)
+    tp, td = theirs(a.model, ids, a.prefill, a.threads)
+    print(f"model {a.model} ({cfg.get('model_type')}), threads {a.threads}, prefill {a.prefill}, decode {a.decode}")
+    print(f"{'':8} {'ours tok/s':>12} {'transformers':>13} {'ratio':>7}")
+    print(f"{'prefill':8} {op:12.1f} {tp:13.1f} {op / tp:6.2f}x")
+    print(f"{'decode':8} {od:12.1f} {td:13.1f} {od / td:6.2f}x")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+// kerncheck demo: seed 000's attention experiments end to end on SmolLM2 (eval/demo.h, docs/demo.md).
+#include "cli/command.h"
+#include "cli/judge_flags.h"
+#include "core/error.h"
+#include "eval/demo.h"
+
+namespace {
+
+int run(int argc, char** argv) {
+  CLI::App app{
+      "The main demo: corpus, f32 golden of SmolLM2, the noise pair and the attention-P variants, "
+      "judged and calibrated, one tensor swept; one HTML report and a summary table."};
+  app.name(argv[0]);
+  kc::DemoOptions o;
+  app.add_option("--preset", o.preset, "quick (≤ 15 min on 2 cores) or full (the full corpus; hours)")
+      ->capture_default_str();
+  app.add_option("--out-dir", o.out_dir, "output folder (finished files there are reused)")
+      ->capture_default_str();
+  app.add_option("--model", o.model,
+                 "the model (.gguf or HF folder); default: SmolLM2 where scripts/fetch_smollm2.sh puts it")
+      ->check(CLI::ExistingPath);
+  app.add_option("--prose", o.prose_files,
+                 "prose source file (repeatable; default: KJV + Devil's Dictionary)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--code", o.code_files, "code source file (repeatable; default: Python stdlib + C headers)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--sweep-tensor", o.sweep_tensor, "tensor to sweep (default: the preset's, attn.p)");
+  app.add_option("--sweep-bits", o.sweep_bits, "widths to sweep (default: the preset's)");
+  kc::cli::add_judge_options(app, o.judge);
+  if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  if (!(o.judge.kl_factor >= 1)) kc::fail("--kl-factor: expected ≥ 1, got {}", o.judge.kl_factor);
+  if (!(o.judge.alpha > 0 && o.judge.alpha < 1))
+    kc::fail("--alpha: expected in (0, 1), got {}", o.judge.alpha);
+  // "tiny" (a few short segments, seconds) exists for the tests; it measures nothing.
+  if (o.preset != "quick" && o.preset != "full" && o.preset != "tiny")
+    kc::fail("--preset: expected quick or full, got \"{}\"", o.preset);
+  return kc::run_demo(o);
+}
+
+kc::cli::Registrar reg({"demo",
+                        "the main demo: seed 000's attention experiments on SmolLM2, judged and swept", run});
+
+}  // namespace

@@ -1,0 +1,6 @@
+# Symlinks every python/kerncheck/*.py into the build tree's package folder (next to _core).
+file(GLOB files RELATIVE ${SRC} ${SRC}/*.py)
+file(MAKE_DIRECTORY ${DST})
+foreach(f ${files})
+  file(CREATE_LINK ${SRC}/${f} ${DST}/${f} SYMBOLIC)
+endforeach()

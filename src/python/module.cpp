@@ -1,0 +1,477 @@
+// kerncheck._core: the Python extension (nanobind). A thin layer: every method, routing rule, metric and
+// file format lives in the C++ layers below; this file only turns Python arguments into their inputs and
+// their results into JSON text or numpy arrays (docs/python.md). kc::Error becomes kerncheck.Error, a
+// ValueError; an unsupported dtype or layout is a TypeError or ValueError raised before any C++ runs.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "compare/compare.h"
+#include "compare/report.h"
+#include "compare/spec.h"
+#include "core/error.h"
+#include "eval/cases.h"
+#include "eval/corpus.h"
+#include "eval/golden.h"
+#include "eval/judge.h"
+#include "eval/judge_html.h"
+#include "eval/record_model.h"
+#include "eval/record_topk.h"
+#include "core/atomic_file.h"
+#include "numeric/formats.h"
+#include "ops/registry.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace kc::py {
+namespace {
+
+using Bytes = nb::ndarray<const std::uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+// (bytes of the C-contiguous buffer, dtype name, shape, origin, packed): the Python side views any
+// numpy array or CPU torch tensor as uint8 without copying. packed = false for 4-bit types stored one
+// element per byte (ml_dtypes int4 / float4_e2m1fn); they are packed here (a copy, half the size).
+using TensorArg = std::tuple<Bytes, std::string, std::vector<std::int64_t>, std::string, bool>;
+
+template <class T>
+nb::ndarray<nb::numpy, T> to_numpy(std::vector<T> v, std::vector<std::size_t> shape) {
+  auto* p = new std::vector<T>(std::move(v));
+  nb::capsule owner(p, [](void* x) noexcept { delete static_cast<std::vector<T>*>(x); });
+  return nb::ndarray<nb::numpy, T>(p->data(), shape.size(), shape.data(), owner);
+}
+
+DType dtype_or_type_error(const std::string& name, const std::string& what) {
+  auto d = parse_dtype(name);
+  if (!d)
+    throw nb::type_error(fmt::format("{}: unsupported dtype {}; kerncheck reads {}", what, name,
+                                     dtype_names_list())
+                             .c_str());
+  return *d;
+}
+
+// A kc::Tensor over the Python buffer (no copy; valid while the call runs), or over a packed copy for
+// unpacked 4-bit arrays. `as` reinterprets raw 8-bit codes (uint8/int8 arrays) as another 8-bit dtype.
+Tensor tensor_view(const TensorArg& arg, const std::optional<std::string>& as, const char* role) {
+  const auto& [bytes, dtype_name_, shape, origin, packed] = arg;
+  DType d = dtype_or_type_error(dtype_name_, fmt::format("{} ({})", role, origin));
+  if (as) {
+    DType want = dtype_or_type_error(*as, "dtype");
+    if (want != d) {
+      bool raw_codes = (d == DType::uint8 || d == DType::int8) && dtype_info(want).bits == 8;
+      if (!raw_codes)
+        throw nb::value_error(fmt::format("{} ({}): dtype: expected {} (the array's own dtype), or raw "
+                                          "uint8/int8 codes to read as an 8-bit dtype, got an array of {}",
+                                          role, origin, dtype_name(want), dtype_name(d))
+                                  .c_str());
+      d = want;
+    }
+  }
+  Tensor t;
+  t.dtype = d;
+  t.shape = shape;
+  t.origin = origin;
+  std::size_t n = t.numel();
+  std::span<const std::uint8_t> b(bytes.data(), bytes.size());
+  if (is_packed4(d) && !packed) {
+    if (b.size() != n)
+      throw nb::value_error(fmt::format("{} ({}): expected {} bytes (one 4-bit value per byte), got {}", role,
+                                        origin, n, b.size())
+                                .c_str());
+    auto buf = std::make_shared<std::vector<std::uint8_t>>(storage_bytes(d, n), 0);
+    for (std::size_t i = 0; i < n; ++i) (*buf)[i / 2] |= static_cast<std::uint8_t>((b[i] & 0xF) << (i % 2 * 4));
+    t.bytes = *buf;
+    t.owner = buf;
+    return t;
+  }
+  if (b.size() != storage_bytes(d, n))
+    throw nb::value_error(fmt::format("{} ({}): expected {} bytes for {} elements of {}, got {}", role, origin,
+                                      storage_bytes(d, n), n, dtype_name(d), b.size())
+                              .c_str());
+  t.bytes = b;
+  return t;
+}
+
+std::optional<Method> method_or_error(const std::optional<std::string>& m) {
+  if (!m) return std::nullopt;
+  auto r = parse_method(*m);
+  if (!r)
+    throw nb::value_error(
+        fmt::format("method: expected one of mixed, stat_rel_err, close, cosine, binary, requant, cross_check, "
+                    "got {}",
+                    *m)
+            .c_str());
+  return r;
+}
+
+// A spec lookup over TOML text (a --spec file, or the TOML the Python side writes from TestSpec classes).
+SpecLookup spec_lookup(const std::optional<std::string>& toml, const std::string& label) {
+  if (!toml) return {};
+  auto spec = std::make_shared<Spec>(parse_spec(*toml, label));
+  return [spec](const std::string& op, RouteRequest& req) {
+    if (const SpecEntry* e = spec->find(op, req.output_dtype)) {
+      req.spec_method = e->method;
+      req.spec_where = e->where;
+      req.spec_tol = e->tol;
+    }
+  };
+}
+
+std::tuple<std::string, std::string, bool> compare_py(const TensorArg& actual, const TensorArg& golden,
+                                                      const std::optional<TensorArg>& third,
+                                                      const std::optional<std::string>& method,
+                                                      const std::optional<std::string>& dtype,
+                                                      const std::optional<std::string>& spec_toml,
+                                                      const std::string& spec_label,
+                                                      const std::optional<std::string>& op,
+                                                      std::optional<double> rtol, std::optional<double> atol,
+                                                      const std::string& name) {
+  Tensor a = tensor_view(actual, dtype, "actual");
+  Tensor g = tensor_view(golden, dtype, "golden");
+  std::optional<Tensor> b;
+  if (third) b = tensor_view(*third, dtype, "third");
+  RouteRequest req;
+  req.output_dtype = a.dtype;
+  req.cli_method = method_or_error(method);
+  if (spec_toml) {
+    if (!op) throw nb::value_error("op: expected the operator to look up in the spec, got none");
+    spec_lookup(spec_toml, spec_label)(*op, req);
+  }
+  // torch.testing.assert_close-style rtol/atol: both or neither. Without a method they mean torch's rule,
+  // every element within atol + rtol·|g| (NaN equal to NaN): close with ptol 0.
+  if (rtol.has_value() != atol.has_value())
+    throw nb::value_error("rtol, atol: expected both or neither (as torch.testing.assert_close), got one");
+  const bool torch_rule = rtol && !req.cli_method;
+  if (torch_rule) req.cli_method = Method::close;
+  Route r = route(req);
+  if (torch_rule && r.method == Method::close) {
+    r.source = "rtol, atol arguments (torch.testing.assert_close rule: close, ptol 0)";
+    r.tol.ptol = 0.0;
+  }
+  if (rtol) {
+    if (!(*rtol >= 0) || !(*atol >= 0))
+      throw nb::value_error(fmt::format("rtol, atol: expected finite values ≥ 0, got {}, {}", *rtol, *atol).c_str());
+    if (r.method != Method::mixed && r.method != Method::close)
+      throw nb::value_error(fmt::format("rtol, atol: expected a method that reads them (mixed, close), got {} "
+                                        "(routed by {})",
+                                        method_name(r.method), r.source)
+                                .c_str());
+    r.tol.rtol = *rtol;
+    r.tol.atol = *atol;
+    if (!torch_rule) r.source += " (rtol, atol given)";
+  }
+  CompareResult res = compare(CompareInputs{&a, &g, b ? &*b : nullptr}, r);
+  CaseResult cr{name, std::move(res)};
+  return {render_json({cr}), render_text(cr), cr.result.pass};
+}
+
+// ---- op plugins: Python functions as candidates of the built-in ops ----------------------------------
+
+// Candidates registered from Python, by "op\x1fname"; the registry's entry looks the callable up here at
+// call time, so registering a name again replaces the function. Leaked on purpose: the registry outlives
+// the interpreter, and its entries must not decref Python objects after finalisation.
+std::map<std::string, PyObject*>& py_candidates() {
+  static auto* m = new std::map<std::string, PyObject*>();
+  return *m;
+}
+
+void register_candidate(const std::string& op, const std::string& name, nb::object fn,
+                        const std::string& summary) {
+  ops::OpDef* def = const_cast<ops::OpDef*>(ops::registry().find(op));
+  if (!def)
+    throw nb::value_error(
+        fmt::format("op: expected a built-in op ({}), got {}", ops::registry().names_text(), op).c_str());
+  if (!PyCallable_Check(fn.ptr())) throw nb::type_error("candidate: expected a callable");
+  const std::string key = op + '\x1f' + name;
+  auto& table = py_candidates();
+  bool fresh = !table.count(key);
+  if (fresh && def->candidates.count(name))
+    throw nb::value_error(fmt::format("candidate: {} already has a built-in candidate named {}", op, name).c_str());
+  if (!fresh) Py_DECREF(table[key]);
+  table[key] = fn.inc_ref().ptr();
+  if (!fresh) return;
+  ops::ShapeFn shape_of = def->output_shape;
+  ops::registry().add_candidate(
+      op, name,
+      [key, name, op, shape_of](std::span<const ops::Array> inputs, const ops::Params& p, DType out) {
+        nb::gil_scoped_acquire gil;
+        nb::list args;
+        std::vector<ops::Shape> shapes;
+        for (const auto& a : inputs) {
+          std::vector<std::size_t> sh(a.shape.begin(), a.shape.end());
+          args.append(to_numpy(a.values, sh));
+          shapes.push_back(a.shape);
+        }
+        nb::dict params;
+        for (const auto& [k, v] : p.values) params[k.c_str()] = v;
+        nb::object fn = nb::borrow(py_candidates().at(key));
+        nb::object y = fn(args, params, dtype_name(out));
+        auto arr = nb::cast<nb::ndarray<const double, nb::c_contig, nb::device::cpu>>(y);
+        ops::Shape want = shape_of(shapes, p);
+        ops::Shape got;
+        for (std::size_t i = 0; i < arr.ndim(); ++i) got.push_back(static_cast<std::int64_t>(arr.shape(i)));
+        if (got != want)
+          fail("{} candidate {}: output shape: expected {}, got {}", op, name, ops::shape_text(want),
+               ops::shape_text(got));
+        return ops::Array{want, std::vector<double>(arr.data(), arr.data() + arr.size())};
+      },
+      summary.empty() ? "Python plugin" : summary);
+}
+
+nlohmann::json case_json(const CaseOutcome& o) {
+  auto j = nlohmann::json::parse(render_json({CaseResult{o.c.name, o.result}}))["cases"][0];
+  j["where"] = o.c.where();
+  j["kind"] = o.c.op_mode ? "op" : "files";
+  j["describe"] = o.tensors.describe;
+  if (o.c.op_mode) {
+    j["op"] = o.c.op;
+    j["candidate"] = o.c.candidate;
+    j["reference"] = o.c.reference.empty() ? std::string("f64") : o.c.reference;
+    j["seed"] = o.c.seed;
+  } else {
+    j["actual"] = o.c.actual;
+    j["golden"] = o.c.golden;
+  }
+  return j;
+}
+
+// `kerncheck compare -i CASES.csv` with a spec from the plugin: the CLI's runner and report, case by case
+// (on_case(text, json) after each, so a bad case later still leaves the earlier ones printed).
+std::tuple<std::string, std::string, int, int> run_cases_py(const std::string& csv,
+                                                            const std::optional<std::string>& method,
+                                                            const std::optional<std::string>& spec_toml,
+                                                            const std::string& spec_label,
+                                                            const std::string& save_dir, nb::object on_case) {
+  RunOptions opt;
+  opt.cli_method = method_or_error(method);
+  opt.spec = spec_lookup(spec_toml, spec_label);
+  opt.save_dir = save_dir;
+  std::vector<Case> cases = read_cases_csv(csv);
+  nlohmann::json jcases = nlohmann::json::array();
+  std::vector<CaseResult> results;
+  int passed = 0, failed = 0;
+  for (const Case& c : cases) {
+    CaseOutcome out = run_case(c, opt);
+    std::string s = render_text(CaseResult{out.c.name, out.result});
+    auto eol = s.find('\n');
+    std::string where = fmt::format("  case: {}: {}\n", out.c.where(), out.tensors.describe);
+    s = eol == std::string::npos ? s + "\n" + where : s.insert(eol + 1, where);
+    (out.result.pass ? passed : failed)++;
+    auto j = case_json(out);
+    jcases.push_back(j);
+    results.push_back(CaseResult{out.c.name, out.result});
+    if (!on_case.is_none()) on_case(s, j.dump());
+  }
+  nlohmann::json root = {{"format", "kerncheck.compare"},
+                         {"version", 1},
+                         {"summary", {{"total", cases.size()}, {"passed", passed}, {"failed", failed}}},
+                         {"cases", jcases}};
+  return {root.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+          render_junit(results, "kerncheck.compare"), passed, failed};
+}
+
+nb::list list_ops_py() {
+  nb::list out;
+  for (const auto& name : ops::registry().names()) {
+    const ops::OpDef& d = *ops::registry().find(name);
+    nb::dict e;
+    e["name"] = name;
+    e["summary"] = d.summary;
+    e["inputs"] = d.input_names;
+    e["params"] = d.param_names;
+    e["default_output"] = std::string(dtype_name(d.default_output));
+    std::vector<std::string> cands;
+    for (const auto& [c, fn] : d.candidates) cands.push_back(c);
+    e["candidates"] = cands;
+    e["default_candidate"] = d.default_candidate;
+    out.append(e);
+  }
+  return out;
+}
+
+// ---- judge --------------------------------------------------------------------------------------------
+
+JudgeOptions judge_options(const std::map<std::string, double>& o) {
+  JudgeOptions j;
+  const std::map<std::string, double*> dbl = {{"kl_factor", &j.kl_factor},         {"kl_abs_min", &j.kl_abs_min},
+                                              {"alpha", &j.alpha},                 {"backstop_margin", &j.backstop_margin},
+                                              {"min_coverage", &j.min_coverage}};
+  const std::map<std::string, std::int64_t*> ints = {{"min_positions", &j.min_positions},
+                                                     {"min_split_center", &j.min_split_center},
+                                                     {"min_split_tail", &j.min_split_tail},
+                                                     {"min_uncertain", &j.min_uncertain}};
+  for (const auto& [k, v] : o) {
+    if (auto it = dbl.find(k); it != dbl.end())
+      *it->second = v;
+    else if (auto it2 = ints.find(k); it2 != ints.end())
+      *it2->second = static_cast<std::int64_t>(v);
+    else
+      throw nb::type_error(fmt::format("test(): unexpected option {}; expected kl_factor, kl_abs_min, alpha, "
+                                       "backstop_margin, min_coverage, min_positions, min_split_center, "
+                                       "min_split_tail, min_uncertain",
+                                       k)
+                               .c_str());
+  }
+  if (!(j.kl_factor >= 1)) fail("kl_factor: expected ≥ 1, got {}", j.kl_factor);
+  if (!(j.alpha > 0 && j.alpha < 1)) fail("alpha: expected in (0, 1), got {}", j.alpha);
+  return j;
+}
+
+// The judge of `kerncheck test` (docs/judge.md): returns (JSON report, text report, exit code).
+std::tuple<std::string, std::string, int> judge_py(const std::string& golden_path, const std::string& cand_path,
+                                                   const std::vector<std::string>& noise_paths,
+                                                   const std::optional<std::string>& thresholds_path,
+                                                   const std::map<std::string, double>& options,
+                                                   const std::string& html, const std::string& junit) {
+  JudgeOptions opt = judge_options(options);
+  JudgeReport report;
+  {
+    nb::gil_scoped_release nogil;
+    Golden golden = read_golden(golden_path);
+    JudgeAccumulator cand = accumulate(golden, open_candidate_input(cand_path, golden), nullptr);
+    std::vector<JudgeAccumulator> noise;
+    for (const auto& p : noise_paths) {
+      CandidateInput ni = open_candidate_input(p, golden);
+      if (ni.begin != cand.ranges.front().first || ni.n != cand.positions_judged())
+        throw_input_error(p, "positions", "the candidate's positions",
+                          fmt::format("[{}, {})", ni.begin, ni.begin + ni.n));
+      noise.push_back(accumulate(golden, ni, nullptr));
+    }
+    std::optional<Thresholds> th;
+    if (thresholds_path) th = read_thresholds(*thresholds_path);
+    report = judge(golden.meta, golden_path, cand, cand_path, noise, noise_paths, th ? &*th : nullptr, opt);
+    if (!html.empty()) write_file_atomic(html, render_judge_html(report));
+    if (!junit.empty()) write_file_atomic(junit, render_junit(report));
+  }
+  return {report_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace), render_text(report),
+          verdict_exit_code(report.verdict)};
+}
+
+// ---- corpus, golden and candidate files for kerncheck.torch --------------------------------------------
+
+nb::dict corpus_py(const std::string& path) {
+  Corpus c = read_corpus(path);
+  nb::dict d;
+  d["path"] = path;
+  d["tokenizer_id"] = c.tokenizer_id;
+  d["tokenizer_origin"] = c.tokenizer_origin;
+  d["preset"] = c.preset;
+  d["vocab"] = c.vocab;
+  d["identity"] = c.identity();
+  d["positions"] = c.positions();
+  nb::list segs;
+  for (const auto& s : c.segments) {
+    nb::dict e;
+    e["name"] = s.name;
+    e["domain"] = s.domain;
+    e["depth"] = s.depth;
+    e["decode_last"] = s.decode_last;
+    e["token_begin"] = s.token_begin;
+    segs.append(e);
+  }
+  d["segments"] = segs;
+  d["tokens"] = to_numpy(c.tokens, {c.tokens.size()});
+  return d;
+}
+
+template <class T>
+std::span<const T> span_of(const nb::ndarray<const T, nb::c_contig, nb::device::cpu>& a) {
+  return {a.data(), a.size()};
+}
+using I32 = nb::ndarray<const std::int32_t, nb::c_contig, nb::device::cpu>;
+using F32 = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
+using U8 = nb::ndarray<const std::uint8_t, nb::c_contig, nb::device::cpu>;
+
+std::string write_golden_py(const std::string& out, const std::string& corpus_path, int k, std::int64_t vocab,
+                            const std::string& model_id, const std::string& engine, const std::string& variant,
+                            const std::string& command_line, I32 top_ids, F32 top_lp, F32 other, F32 token_lp,
+                            U8 flags) {
+  Corpus c = read_corpus(corpus_path);
+  TopkGoldenRows r{k, span_of(top_ids), span_of(top_lp), span_of(other), span_of(token_lp), span_of(flags)};
+  return write_golden_from_topk(out, c, r, vocab, model_id, Provenance{engine, variant, command_line});
+}
+
+nb::dict golden_py(const std::string& path) {
+  Golden g = read_golden(path);
+  nb::dict d;
+  d["path"] = path;
+  d["k"] = g.meta.k;
+  d["vocab"] = g.meta.vocab;
+  d["n"] = g.meta.n;
+  d["checksum"] = g.meta.checksum;
+  d["model"] = g.meta.identity.model;
+  d["tokenizer"] = g.meta.identity.tokenizer;
+  d["corpus"] = g.meta.identity.corpus;
+  std::vector<std::int32_t> ids(g.a.top_ids.begin(), g.a.top_ids.end());
+  d["top_ids"] = to_numpy(std::move(ids), {static_cast<std::size_t>(g.meta.n), static_cast<std::size_t>(g.meta.k)});
+  std::vector<std::int32_t> tok(g.a.token.begin(), g.a.token.end());
+  d["token"] = to_numpy(std::move(tok), {static_cast<std::size_t>(g.meta.n)});
+  nb::list wins;
+  for (auto& w : golden_windows(g)) {
+    nb::dict e;
+    e["start"] = w.start;
+    e["depth"] = w.depth;
+    e["n_prefill"] = w.n_prefill;
+    e["tokens"] = to_numpy(std::move(w.tokens), {static_cast<std::size_t>(w.depth + 1)});
+    wins.append(e);
+  }
+  d["windows"] = wins;
+  return d;
+}
+
+std::string write_candidate_py(const std::string& out, const std::string& golden_path, const std::string& engine,
+                               const std::string& variant, const std::string& command_line, F32 lp_at_ref,
+                               F32 other, I32 top1, F32 top1_lp, F32 token_lp, U8 flags) {
+  Golden g = read_golden(golden_path);
+  TopkCandidateRows r{span_of(lp_at_ref), span_of(other), span_of(top1), span_of(top1_lp), span_of(token_lp),
+                      span_of(flags)};
+  return write_candidate_from_topk(out, g, r, Provenance{engine, variant, command_line});
+}
+
+std::string tokenizer_identity_py(const std::string& path) { return tokenizer_identity(load_tokenizer(path)); }
+
+void round_mantissa_py(nb::ndarray<float, nb::c_contig, nb::device::cpu> x, int bits) {
+  if (bits < 0 || bits > 23) throw nb::value_error(fmt::format("bits: expected 0 … 23, got {}", bits).c_str());
+  round_mantissa_inplace(x.data(), x.size(), bits);
+}
+
+}  // namespace
+}  // namespace kc::py
+
+NB_MODULE(_core, m) {
+  using namespace kc::py;
+  m.doc() = "kerncheck's C++ core (use the kerncheck package, not this module)";
+  nb::exception<kc::Error>(m, "Error", PyExc_ValueError);
+
+  m.def("compare", &compare_py, "actual"_a, "golden"_a, "third"_a.none(), "method"_a.none(), "dtype"_a.none(),
+        "spec_toml"_a.none(), "spec_label"_a, "op"_a.none(), "rtol"_a.none(), "atol"_a.none(), "name"_a,
+        "Routes and compares; returns (JSON of one case as the CLI writes it, text report, pass).");
+  m.def("run_cases", &run_cases_py, "csv"_a, "method"_a.none(), "spec_toml"_a.none(), "spec_label"_a,
+        "save_dir"_a, "on_case"_a.none(), "Runs a CSV case file; returns (JSON, JUnit XML, passed, failed).");
+  m.def("register_candidate", &register_candidate, "op"_a, "name"_a, "fn"_a, "summary"_a = "",
+        "Makes fn(inputs: list[ndarray f64], params: dict, out_dtype: str) -> ndarray f64 a candidate of op.");
+  m.def("list_ops", &list_ops_py);
+  m.def("judge", &judge_py, "golden"_a, "candidate"_a, "noise"_a, "thresholds"_a.none(), "options"_a, "html"_a,
+        "junit"_a, "The judge of `kerncheck test`; returns (JSON report, text report, exit code).");
+  m.def("read_corpus", &corpus_py, "path"_a);
+  m.def("read_golden", &golden_py, "path"_a);
+  m.def("write_golden_topk", &write_golden_py, "out"_a, "corpus"_a, "k"_a, "vocab"_a, "model_id"_a, "engine"_a,
+        "variant"_a, "command_line"_a, "top_ids"_a, "top_logprobs"_a, "other_logprob"_a, "token_logprob"_a,
+        "flags"_a);
+  m.def("write_candidate_topk", &write_candidate_py, "out"_a, "golden"_a, "engine"_a, "variant"_a,
+        "command_line"_a, "logprobs_at_ref"_a, "other_logprob"_a, "top1_id"_a, "top1_logprob"_a,
+        "token_logprob"_a, "flags"_a);
+  m.def("model_identity", &kc::model_identity, "path"_a);
+  m.def("tokenizer_identity", &tokenizer_identity_py, "path"_a);
+  m.def("round_mantissa_", &round_mantissa_py, "x"_a.noconvert(), "bits"_a,
+        "Rounds a C-contiguous float32 array to `bits` explicit mantissa bits in place (RNE).");
+  m.def("round_mantissa", [](double x, int bits) { return kc::round_mantissa(x, bits); }, "x"_a, "bits"_a);
+  m.def("dtype_names", &kc::dtype_names_list);
+}

@@ -1,0 +1,56 @@
+"""`pip install .` builds the package on this machine (scikit-build-core + nanobind compile the C++ core and
+the extension) and the installed package works: imported from the install target (not the build tree),
+it compares tensors, lists the ops and runs the judge's module.
+
+Installs with --no-build-isolation into a temporary --target (the venv stays untouched), so the venv
+needs scikit-build-core and nanobind (requirements.txt). The scikit-build build folder persists under
+$KC_BUILD_DIR/py-install, so reruns recompile only what changed; the first run compiles the core (Debug,
+to keep it short: Release is the default of a plain `pip install .`).
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("KC_BUILD_DIR", ROOT / "build")).resolve()
+
+
+def test_pip_install_works(tmp_path):
+    cache = BUILD / "CMakeCache.txt"
+    if cache.is_file() and "KC_PYTHON_BUILT:INTERNAL=OFF" in cache.read_text(errors="replace"):
+        pytest.skip("this build has no Python extension (KC_BUILD_PYTHON=OFF)")
+    target = tmp_path / "site"
+    env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 2))
+    env.pop("PYTHONPATH", None)
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "-q",
+                        "--target", str(target), "-C", f"build-dir={BUILD / 'py-install'}",
+                        "-C", "cmake.build-type=Debug", str(ROOT)],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    g = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
+    a = g + np.float32(0.01) * np.random.default_rng(1).standard_normal(1000).astype(np.float32)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "g.npy", g)
+    script = (
+        "import numpy as np, kerncheck, kerncheck.testing, kerncheck._core as c\n"
+        "a = np.load('a.npy'); g = np.load('g.npy')\n"
+        "r = kerncheck.compare(a, g, method='cosine')\n"
+        "print(kerncheck.__file__)\n"
+        "print(r.verdict, repr(r.figure('one_minus_cosine').value))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                         env=dict(env, PYTHONPATH=str(target)))
+    assert out.returncode == 0, out.stderr
+    where, line = out.stdout.splitlines()[:2]
+    assert Path(where).resolve().is_relative_to(target.resolve()), where
+    verdict, value = line.split()
+    a64, g64 = a.astype(np.float64), g.astype(np.float64)
+    one_minus_cos = 1 - a64 @ g64 / np.linalg.norm(a64) / np.linalg.norm(g64)
+    assert verdict == "PASS" and abs(float(value) - one_minus_cos) <= 1e-9
+    ops = subprocess.run([sys.executable, "-m", "kerncheck", "ops"], capture_output=True, text=True, cwd=tmp_path,
+                         env=dict(env, PYTHONPATH=str(target)))
+    assert ops.returncode == 0 and "matmul" in ops.stdout, ops.stderr

@@ -1,0 +1,162 @@
+"""kerncheck sweep and kerncheck demo (docs/demo.md) on the llama-tiny fixture.
+
+The sweep rounds `hidden` on the bf16 base; the noise pair is bf16 and bf16+attn=flash. Checks, each
+against an independent computation:
+- every row's KL median equals numpy's median of the per-position KL (top-k + other) computed from the
+  golden and candidate files, and its verdict and statistics equal `kerncheck test` run separately on the
+  same candidate file with the same noise runs;
+- the knee equals the widest width from which every narrower width's `kerncheck test` verdict is FAIL,
+  and the widest width tried stays at the floor (so the knee is a knee, not "everything fails");
+- a rerun reuses every file and gives the same rows;
+- the demo machinery runs end to end on the hidden `--preset tiny` (a few short segments: it exercises
+  the code, it measures nothing) and reuses its files on a rerun;
+- bad flags exit 3.
+"""
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from test_corpus_record import CODE, PROSE, write_tokenizer
+
+KC_BIN = os.environ.get("KC_BIN", "kerncheck")
+DATA = Path(os.environ.get("KC_TEST_DATA", Path(__file__).resolve().parents[1] / "data"))
+TINY = DATA / "fixtures" / "llama-tiny"
+BITS = [9, 7, 5, 3, 1, 0]
+
+
+def kc(*args, check=True):
+    r = subprocess.run([KC_BIN, *map(str, args)], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{args}: rc {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sweep")
+    model = d / "model"
+    shutil.copytree(TINY, model)
+    write_tokenizer(model / "tokenizer.json")
+    (d / "prose.txt").write_text(PROSE)
+    (d / "code.py").write_text(CODE)
+    corpus = d / "c.kcc"
+    kc("corpus", "build", "--tokenizer", model, "--depths", "48,64", "--segments-per-depth", "4",
+       "--decode-last", "8", "--prose", d / "prose.txt", "--code", d / "code.py", "-o", corpus)
+    golden = d / "g.kcg"
+    kc("record", "--model", model, "--corpus", corpus, "-o", golden)
+    noise = [d / "n-bf16.kcc", d / "n-flash.kcc"]
+    kc("record", "--model", model, "--golden", golden, "--variant", "bf16", "-o", noise[0])
+    kc("record", "--model", model, "--golden", golden, "--variant", "bf16+attn=flash", "-o", noise[1])
+    out = d / "sweep"
+    js = d / "sweep.json"
+    r = kc("sweep", "--model", model, "--golden", golden, "--tensor", "hidden", "--bits", ",".join(map(str, BITS)),
+           "--noise", noise[0], "--noise", noise[1], "--out-dir", out, "--json", js, "--html", d / "sweep.html")
+    return d, model, golden, noise, out, json.loads(js.read_text()), r.stdout
+
+
+def kl_top_k_other(golden, cand):
+    """Per-position KL over the golden's top-k plus the 'other' bucket (docs/judge.md), in f64."""
+    g, c = load_file(str(golden)), load_file(str(cand))
+    lp = g["top_logprobs"].astype(np.float64)
+    lq = c["logprobs_at_ref"].astype(np.float64)
+    po, lpo = np.exp(g["other_logprob"].astype(np.float64)), g["other_logprob"].astype(np.float64)
+    lqo = c["other_logprob"].astype(np.float64)
+    p = np.exp(lp)
+    return (p * (lp - lq)).sum(axis=1) + np.where(po > 0, po * (lpo - lqo), 0.0)
+
+
+def test_rows_agree_with_test_and_numpy(setup):
+    d, _, golden, noise, _, sj, _ = setup
+    assert [r["bits"] for r in sj["rows"]] == BITS
+    verdicts = {}
+    for row in sj["rows"]:
+        rep = d / f"t{row['bits']}.json"
+        r = kc("test", golden, row["candidate"], "--noise", noise[0], "--noise", noise[1], "--json", rep, check=False)
+        assert r.returncode in (0, 1, 2), r.stderr
+        t = json.loads(rep.read_text())
+        verdicts[row["bits"]] = t["verdict"]
+        assert row["verdict"] == t["verdict"]
+        assert row["kl_median"] == pytest.approx(t["kl"]["median"], rel=1e-12)
+        assert row["kl_p99"] == pytest.approx(t["kl"]["p99"], rel=1e-12)
+        assert row["flips"] == t["flips"]["count"]
+        failed = [(f["rule"], f["split"], f["statistic"]) for f in t["findings"] if f["failed"]]
+        assert [(f["rule"], f["split"], f["statistic"]) for f in row["failed"]] == failed
+        kl = kl_top_k_other(golden, row["candidate"])
+        assert row["kl_median"] == pytest.approx(np.median(kl), rel=1e-4, abs=1e-9)
+    # The knee, recomputed from the separate verdicts.
+    knee = None
+    for b in sorted(BITS):  # narrowest first
+        if verdicts[b] != "FAIL":
+            break
+        knee = b
+    assert knee is not None and sj["knee"] == knee
+    assert verdicts[BITS[0]] != "FAIL", "the widest width should stay at the floor"
+    assert sj["knee_statistic"]["statistic"]
+
+
+def test_text_and_html(setup):
+    d, *_, sj, stdout = setup
+    assert f"knee at {sj['knee']} bits" in stdout
+    html = (d / "sweep.html").read_text()
+    assert 'class="knee"' in html and 'class="floor"' in html and html.count("<svg") == 2
+
+
+def test_rerun_reuses(setup):
+    d, model, golden, noise, out, sj, _ = setup
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    js = d / "again.json"
+    kc("sweep", "--model", model, "--golden", golden, "--tensor", "hidden", "--bits", ",".join(map(str, BITS)),
+       "--noise", noise[0], "--noise", noise[1], "--out-dir", out, "--json", js)
+    again = json.loads(js.read_text())
+    assert all(r["reused"] for r in again["rows"])
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in ("reused", "record_seconds")} for r in rows]
+    assert strip(again["rows"]) == strip(sj["rows"]) and again["knee"] == sj["knee"]
+
+
+def test_bad_flags(setup):
+    d, model, golden, noise, *_ = setup
+    base = ["sweep", "--model", model, "--golden", golden, "--out-dir", d / "bad"]
+    for extra in (["--tensor", "hidden", "--bits", "30..2", "--noise", noise[0]],
+                  ["--tensor", "hidden", "--bits", "x", "--noise", noise[0]],
+                  ["--tensor", "hidden", "--bits", "4"],  # no floor
+                  ["--tensor", "no such!", "--bits", "4", "--noise", noise[0]],
+                  ["--tensor", "hidden", "--bits", "4", "--base", "bf17", "--noise", noise[0]]):
+        r = kc(*base, *extra, check=False)
+        assert r.returncode == 3, (extra, r.stdout, r.stderr)
+        assert "error" in r.stderr
+    assert kc("demo", "--preset", "bogus", "--model", model, check=False).returncode == 3
+    assert kc("demo", "--preset", "tiny", "--model", d / "missing.gguf", check=False).returncode == 3
+
+
+def test_demo_tiny(setup):
+    d, model, *_ = setup
+    out = d / "demo"
+    args = ["demo", "--preset", "tiny", "--model", model, "--out-dir", out, "--prose", d / "prose.txt",
+            "--code", d / "code.py"]
+    r = kc(*args, check=False)
+    assert r.returncode in (0, 1), r.stderr
+    s = json.loads((out / "summary.json").read_text())
+    names = [x["name"] for x in s["runs"]]
+    assert names == ["bf16", "bf16-flash", "p-bf16", "p-f16", "p-fp8", "p-fp8x448", "p-fp8x256"]
+    assert len(s["expectations"]) == 4
+    assert (r.returncode == 0) == all(e["held"] for e in s["expectations"])
+    for n in names:
+        assert (out / "reports" / f"{n}.html").exists()
+        # The summary's numbers are the per-run report's.
+        rep = json.loads((out / "reports" / f"{n}.json").read_text())
+        x = next(x for x in s["runs"] if x["name"] == n)
+        assert x["verdict_floor"] == rep["verdict"] and x["kl_median_prose"] == rep["by_domain"]["prose"]["kl"]["median"]
+    index = (out / "index.html").read_text()
+    assert "reports/p-fp8.html" in index and 'class="sweep-kl"' in index
+    assert "Summary" in r.stdout and "Expectations" in r.stdout
+    # Rerun: everything is reused.
+    r2 = kc(*args, check=False)
+    assert r2.returncode == r.returncode
+    assert r2.stdout.count("reused") >= 1 + 1 + 7 and "wrote" not in r2.stdout.split("Summary")[0]
