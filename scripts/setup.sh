@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 APT_PKGS=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev
-  libfmt-dev libxxhash-dev libssl-dev libpcre2-dev libgtest-dev libbenchmark-dev python3-venv)
+  libfmt-dev libxxhash-dev libssl-dev libpcre2-dev libgtest-dev libbenchmark-dev python3-venv python3-dev)
 missing=()
 for p in "${APT_PKGS[@]}" ${KC_EXTRA_APT:-}; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -25,9 +25,11 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 if ! .venv/bin/python -c "import sys; sys.exit(0)" 2>/dev/null; then rm -rf .venv; python3 -m venv .venv; fi
-stamp=.venv/.requirements.$(sha256sum requirements.txt | cut -c1-16)
+# KC_REQUIREMENTS: the list to install (scripts/test.sh asks for requirements-dev.txt, which adds torch).
+REQ=${KC_REQUIREMENTS:-requirements.txt}
+stamp=.venv/.requirements.$(cat "$REQ" requirements.txt | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
-  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+  .venv/bin/pip install -q --disable-pip-version-check -r "$REQ"
   touch "$stamp"
 fi
 

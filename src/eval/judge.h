@@ -148,6 +148,7 @@ struct JudgeReport {
   std::vector<Finding> findings;  // every check made, failing ones first (largest ratio first)
   std::vector<std::string> inconclusive_reasons;
   std::string golden_path, candidate_path, thresholds_path;
+  Provenance candidate_made_by;  // engine / variant of a candidate file (set by the caller; empty for logits)
   std::vector<std::string> noise_paths;
   GoldenMeta golden;
   std::int64_t positions_judged = 0;

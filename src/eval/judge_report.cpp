@@ -88,6 +88,7 @@ json report_json(const JudgeReport& r) {
                  {"tokenizer", r.golden.identity.tokenizer},
                  {"corpus", r.golden.identity.corpus}};
   j["candidate"] = r.candidate_path;
+  j["candidate_made_by"] = {{"engine", r.candidate_made_by.engine}, {"variant", r.candidate_made_by.variant}};
   j["noise"] = r.noise_paths;
   j["thresholds"] = r.thresholds_path.empty() ? ordered(nullptr) : ordered(r.thresholds_path);
   const SplitSummary& o = r.cand.overall;
@@ -188,7 +189,11 @@ std::string render_text(const JudgeReport& r) {
   const SplitSummary& ov = r.cand.overall;
   o << fmt::format("kerncheck test: {}  ({} positions, k = {}, mode: {})\n", verdict_name(r.verdict),
                    r.positions_judged, r.golden.k, r.mode);
-  o << fmt::format("  golden    {}\n  candidate {}\n", r.golden_path, r.candidate_path);
+  o << fmt::format("  golden    {}\n  candidate {}", r.golden_path, r.candidate_path);
+  if (!r.candidate_made_by.engine.empty() || !r.candidate_made_by.variant.empty())
+    o << fmt::format("  (engine {}, variant {})", r.candidate_made_by.engine.empty() ? "?" : r.candidate_made_by.engine,
+                     r.candidate_made_by.variant.empty() ? "-" : r.candidate_made_by.variant);
+  o << "\n";
   for (auto& n : r.noise_paths) o << fmt::format("  noise     {}\n", n);
   if (!r.thresholds_path.empty()) o << fmt::format("  thresholds {}\n", r.thresholds_path);
   o << "\n";

@@ -93,7 +93,9 @@ TEST_P(TinyFixture, PrefillAndCachedDecodeMatchTransformers) {
   EXPECT_LE(worst_ratio(dec, std::span(logits).subspan((P - 1) * V, n * V)), 0.1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, TinyFixture, ::testing::Values("llama-tiny", "qwen3-tiny"));
+// qwen2-tiny: q/k/v biases and an untied lm_head (scripts/make_qwen2_fixture.py).
+INSTANTIATE_TEST_SUITE_P(Fixtures, TinyFixture,
+                         ::testing::Values("llama-tiny", "qwen3-tiny", "qwen2-tiny"));
 
 TEST(Llama, ConfigFromFixtures) {
   const auto l = LlamaModel::load(fixture("llama-tiny")).config();
