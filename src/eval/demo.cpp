@@ -13,6 +13,7 @@
 #include "eval/corpus.h"
 #include "eval/judge_html.h"
 #include "eval/record_model.h"
+#include "eval/report_format.h"
 #include "eval/svg_plot.h"
 #include "eval/sweep.h"
 
@@ -22,6 +23,10 @@ namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
 namespace {
+
+using report::g3;
+using report::g5;
+using report::num;
 
 struct Preset {
   std::string corpus_preset;
@@ -81,21 +86,6 @@ class Steps {
   Clock::time_point t0_, ts_;
   int n_ = 0;
 };
-
-std::string g3(double v) {
-  if (std::isnan(v)) return "-";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return fmt::format("{:.3g}", v);
-}
-
-// Perplexities differ in the fourth digit.
-std::string g5(double v) { return std::isfinite(v) ? fmt::format("{:.5g}", v) : g3(v); }
-
-json num(double v) {
-  if (std::isnan(v)) return nullptr;
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
 
 double domain_median(const RunSummary& s, const std::string& name) {
   for (const auto& d : s.by_domain)

@@ -5,17 +5,17 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "eval/report_format.h"
 #include "eval/judge.h"
 
 namespace kc {
 namespace {
 
+using report::g3;
+using report::num;
+
 using nlohmann::json;
 using ordered = nlohmann::ordered_json;
-
-ordered num(double v) {
-  return std::isfinite(v) ? ordered(v) : std::isinf(v) ? ordered(v > 0 ? "inf" : "-inf") : ordered(nullptr);
-}
 
 ordered kl_json(const KlStats& k) {
   return {{"n", k.n},          {"mean", num(k.mean)}, {"stderr", num(k.stderr_)}, {"median", num(k.median)},
@@ -58,12 +58,6 @@ ordered finding_json(const Finding& f) {
   return {{"rule", f.rule},        {"split", f.split},      {"statistic", f.statistic},
           {"value", num(f.value)}, {"limit", num(f.limit)}, {"floor", num(f.floor)},
           {"ratio", num(f.ratio)}, {"failed", f.failed},    {"detail", f.detail}};
-}
-
-std::string g3(double v) {
-  if (std::isnan(v)) return "-";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return fmt::format("{:.3g}", v);
 }
 
 }  // namespace

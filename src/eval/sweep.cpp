@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "eval/record_model.h"
+#include "eval/report_format.h"
 #include "eval/svg_plot.h"
 #include "eval/variant.h"
 #include "io/safetensors.h"
@@ -59,6 +60,10 @@ std::string canonical_variant(const std::string& spec, std::string_view field) {
 
 namespace {
 
+using report::g3;
+using report::g5;
+using report::num;
+
 // What a candidate file says about itself, without the cost of verifying more than the reader does.
 bool candidate_matches(const CachedRecord& r, const std::string& golden_checksum,
                        const std::string& variant) {
@@ -95,21 +100,6 @@ double domain_median(const RunSummary& s, const std::string& name) {
 double stat_or_nan(const std::map<std::string, double>& m, const std::string& key) {
   auto it = m.find(key);
   return it == m.end() ? NAN : it->second;
-}
-
-std::string g3(double v) {
-  if (std::isnan(v)) return "-";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return fmt::format("{:.3g}", v);
-}
-
-// Perplexities differ in the fourth digit.
-std::string g5(double v) { return std::isfinite(v) ? fmt::format("{:.5g}", v) : g3(v); }
-
-json num(double v) {
-  if (std::isnan(v)) return nullptr;
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
 }
 
 std::string tensor_file_stem(const std::string& tensor) {
