@@ -307,7 +307,7 @@ void record_golden_with_model(const RecordModelOptions& o) {
                vec_from(f, "segment", DType::int32, n, g.segment) &&
                vec_from(f, "depth", DType::int32, n, g.depth) && vec_from(f, "phase", DType::uint8, n, g.phase) &&
                vec_from(f, "flags", DType::uint8, n, g.flags);
-      if (!reused) g = GoldenBuffers{o.k};
+      if (!reused) g = GoldenBuffers(), g.k = o.k;
     }
     if (!reused) {
       if (stop >= 0 && computed >= stop) interrupted(o.out, computed);
@@ -459,7 +459,7 @@ void record_candidate_with_model(const RecordModelOptions& o) {
                vec_from(f, "top1_logprob", DType::float32, n, c.top1_logprob) &&
                vec_from(f, "token_logprob", DType::float32, n, c.token_logprob) &&
                vec_from(f, "flags", DType::uint8, n, c.flags);
-      if (!reused) c = CandidateBuffers{g.meta.k};
+      if (!reused) c = CandidateBuffers(), c.k = g.meta.k;
     }
     if (!reused) {
       if (stop >= 0 && computed >= stop) interrupted(o.out, computed);

@@ -14,6 +14,7 @@ namespace {
 
 constexpr const char* kSyntax =
     "terms joined by '+': f32 | bf16 | p=f32|bf16|f16|fp8|fp8x448|fp8x256 | kv=DTYPE | attn=exact|flash | "
+    "gdn=f32|fla | "
     "round:NAME[@LAYER]=BITS (BITS 0…23), e.g. bf16+p=fp8x448+round:mlp.out=5";
 
 constexpr const char* kPNames[] = {"f32", "bf16", "f16", "fp8", "fp8x448", "fp8x256"};
@@ -63,6 +64,7 @@ std::vector<std::string> terms_of(const Variant& v) {
   if (v.p && *v.p != "f32") t.push_back("p=" + *v.p);
   if (v.kv && *v.kv != DType::float32) t.push_back("kv=" + kv_name(*v.kv));
   if (v.attention == engine::AttentionKernel::flash) t.push_back("attn=flash");
+  if (v.gdn_fla) t.push_back("gdn=fla");
   for (const auto& r : v.round) t.push_back(round_term(r));
   std::sort(t.begin(), t.end());
   return t;
@@ -87,7 +89,7 @@ void for_chunks(float* x, std::size_t n, bool may_parallel, const Fn& fn) {
 }  // namespace
 
 bool Variant::is_reference() const {
-  if (bf16_base || attention != engine::AttentionKernel::exact) return false;
+  if (bf16_base || gdn_fla || attention != engine::AttentionKernel::exact) return false;
   if (p && *p != "f32") return false;
   if (kv && *kv != DType::float32) return false;
   for (const auto& r : round)
@@ -98,7 +100,7 @@ bool Variant::is_reference() const {
 Variant parse_variant(std::string_view spec, std::string_view field) {
   Variant v;
   if (spec.empty()) return v;
-  bool f32_base = false, attn_set = false;
+  bool f32_base = false, attn_set = false, gdn_set = false;
   std::size_t b = 0;
   while (true) {
     const std::size_t e = spec.find('+', b);
@@ -135,6 +137,14 @@ Variant parse_variant(std::string_view spec, std::string_view field) {
         v.attention = engine::AttentionKernel::flash;
       else
         bad_term(field, spec, term, "unknown attention kernel (exact, flash)");
+    } else if (term.substr(0, 4) == "gdn=") {
+      const std::string_view k = term.substr(4);
+      if (gdn_set) bad_term(field, spec, term, "gdn= given twice");
+      gdn_set = true;
+      if (k == "fla")
+        v.gdn_fla = true;
+      else if (k != "f32")
+        bad_term(field, spec, term, "unknown GDN prefill (f32, fla)");
     } else if (term.substr(0, 6) == "round:") {
       const std::string_view body = term.substr(6);
       const std::size_t eq = body.rfind('=');
@@ -238,7 +248,10 @@ std::shared_ptr<VariantUsage> apply_variant(CausalLM& model, const Variant& v, e
       for_chunks(w.data(), w.size(), true,
                  [](float* x, std::size_t n) { quantize_inplace(DType::bfloat16, x, n); });
     });
-  model.set_kernel_options(engine::KernelOptions{v.attention});
+  engine::KernelOptions ko;
+  ko.attention = v.attention;
+  ko.gdn_fla_casts = v.gdn_fla;
+  model.set_kernel_options(ko);
   auto usage = std::make_shared<VariantUsage>(v);
   if (v.is_reference() && v.round.empty() && !inner) {
     model.set_hook(nullptr);  // the reference: no hook at all (fastest, bitwise the plain engine)

@@ -11,6 +11,8 @@
 //   kv=DTYPE            KV cache stored as DTYPE (attn.k / attn.v rounded as they enter the cache):
 //                       f32 | bf16 | f16 | fp8 (e4m3fn, saturating) | any float dtype name of numeric/dtype.h
 //   attn=exact|flash    attention kernel of equal precision, other summation order (engine::AttentionKernel)
+//   gdn=f32|fla         Gated DeltaNet chunked prefill all-f32 (transformers) or with FLA's bf16 casts
+//                       (engine::KernelOptions::gdn_fla_casts; no effect on models without GDN layers)
 //   round:NAME=BITS     tensor NAME kept to BITS mantissa bits (round_mantissa, RNE, exponent unchanged);
 //                       NAME is a hook name ("attn.out", "gdn.state"), optionally one layer: "attn.out@3"
 // Example: "bf16+p=fp8x448+round:mlp.out=5".
@@ -45,6 +47,7 @@ struct Variant {
   std::optional<std::string> p;  // "f32" "bf16" "f16" "fp8" "fp8x448" "fp8x256"
   std::optional<DType> kv;       // KV cache dtype
   engine::AttentionKernel attention = engine::AttentionKernel::exact;
+  bool gdn_fla = false;  // gdn=fla: FLA-style bf16 casts in the Gated DeltaNet chunked prefill
   std::vector<TensorRounding> round;
   bool is_reference() const;  // no term changes the f32 engine's bits
 };

@@ -27,6 +27,8 @@ TEST(VariantParse, CanonicalForm) {
   EXPECT_EQ(canon("p=fp8x448+bf16+round:mlp.out=5"), "bf16+p=fp8x448+round:mlp.out=5");
   EXPECT_EQ(canon("round:mlp.out=5+p=fp8x448+bf16"), "bf16+p=fp8x448+round:mlp.out=5");
   EXPECT_EQ(canon("bf16+attn=flash"), "attn=flash+bf16");
+  EXPECT_EQ(canon("gdn=fla+bf16"), "bf16+gdn=fla");
+  EXPECT_EQ(canon("gdn=f32"), "f32");
   EXPECT_EQ(canon("bf16+p=f32+attn=exact+kv=f32"), "bf16");  // defaults drop out
   EXPECT_EQ(canon("f32+p=bf16"), "p=bf16");
   EXPECT_EQ(canon("kv=fp8+bf16"), "bf16+kv=fp8");
@@ -66,6 +68,8 @@ TEST(VariantParse, BadInputNamesFieldAndTerm) {
       {"bf16+", "empty term"},
       {"+bf16", "empty term"},
       {"p=fp4", "unknown P precision"},
+      {"gdn=bf16", "unknown GDN prefill"},
+      {"gdn=fla+gdn=f32", "gdn= given twice"},
       {"p=", "unknown P precision"},
       {"round:attn.out=24", "BITS must be an integer 0…23"},
       {"round:attn.out=-1", "BITS must be an integer 0…23"},
@@ -295,6 +299,33 @@ TEST(VariantApply, FlashIsCloseButNotBitwise) {
     d += std::pow(double(la[i]) - lb[i], 2), n += double(la[i]) * la[i];
   EXPECT_LT(std::sqrt(d / n), 1e-5);
   EXPECT_NE(la, lb);
+}
+
+// gdn=fla switches the hybrid's chunked prefill to FLA's bf16 casts (logits move, a little); on a model
+// without GDN layers it changes nothing.
+TEST(VariantApply, GdnFlaCastsReachTheHybridOnly) {
+  std::vector<std::int32_t> toks(150);
+  for (std::size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<std::int32_t>((i * 37 + 5) % 200);
+  auto run = [&](const CausalLM& m) {  // prefill of 150 tokens: three 64-token chunks
+    auto st = m.new_state();
+    std::vector<float> out;
+    m.prefill(*st, toks, [&](std::size_t, std::size_t, std::span<const float> lg) {
+      out.insert(out.end(), lg.begin(), lg.end());
+    });
+    return out;
+  };
+  const std::string hybrid = std::string(KC_TEST_DATA) + "/fixtures/qwen3_5-tiny";
+  auto a = load_causal_lm(hybrid), b = load_causal_lm(hybrid);
+  apply_variant(*b, parse_variant("gdn=fla"));
+  const auto la = run(*a), lb = run(*b);
+  double d = 0, n = 0;
+  for (std::size_t i = 0; i < la.size(); ++i)
+    d += std::pow(double(la[i]) - lb[i], 2), n += double(la[i]) * la[i];
+  EXPECT_GT(std::sqrt(d / n), 1e-6);  // bf16 casts: far above f32 rounding
+  EXPECT_LT(std::sqrt(d / n), 1e-1);
+  auto c = load_causal_lm(tiny()), e = load_causal_lm(tiny());
+  apply_variant(*e, parse_variant("gdn=fla"));
+  EXPECT_EQ(logits_of(*c), logits_of(*e));
 }
 
 TEST(VariantApply, UnmatchedRoundTermAndBadLayerAreErrors) {
