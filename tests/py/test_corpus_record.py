@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
+from kc_env import kc, write_tokenizer
+
 KC_BIN = os.environ.get("KC_BIN", "kerncheck")
 BUILD = Path(os.environ.get("KC_BUILD_DIR", "."))
 DATA = Path(os.environ.get("KC_TEST_DATA", Path(__file__).resolve().parents[1] / "data"))
@@ -24,43 +26,6 @@ TINY = DATA / "fixtures" / "llama-tiny"
 PROSE = ("And it came to pass, when the evening was come, that the wind rose over the water; and they "
          "that were in the ship said one to another, What manner of man is this?\n") * 12
 CODE = "".join(f"def f{i}(x, y):\n    return x * {i} + y  # step {i}\n\n" for i in range(60))
-
-
-def bytes_to_unicode():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
-
-
-def write_tokenizer(path, extra_merges=()):
-    b2u = bytes_to_unicode()
-    vocab = {b2u[b]: b for b in range(256)}
-    merges = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("Ġ", "a"), ("Ġ", "w")] + list(extra_merges)
-    for a, b in merges:
-        vocab.setdefault(a + b, len(vocab))
-    tj = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
-          "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
-          "post_processor": None, "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
-                                              "use_regex": True},
-          "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                    "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                    "vocab": vocab, "merges": [f"{a} {b}" for a, b in merges]}}
-    Path(path).write_text(json.dumps(tj, ensure_ascii=False), encoding="utf-8")
-
-
-def kc(*args, env=None, check=True, cwd=None):
-    e = dict(os.environ)
-    e.update(env or {})
-    r = subprocess.run([KC_BIN, *map(str, args)], capture_output=True, text=True, env=e, cwd=cwd)
-    if check and r.returncode != 0:
-        raise AssertionError(f"{args}: rc {r.returncode}\n{r.stdout}\n{r.stderr}")
-    return r
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import load_file
 
-from test_corpus_record import bytes_to_unicode, write_tokenizer
+from kc_env import bytes_to_unicode, kc, write_tokenizer
 
 U2B = {u: b for b, u in bytes_to_unicode().items()}
 
@@ -42,13 +42,6 @@ def splitmix64(x):
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
     return z ^ (z >> 31)
-
-
-def kc(*args, check=True, cwd=None):
-    r = subprocess.run([KC_BIN, *map(str, args)], capture_output=True, text=True, cwd=cwd)
-    if check and r.returncode != 0:
-        raise AssertionError(f"{args}: rc {r.returncode}\n{r.stdout}\n{r.stderr}")
-    return r
 
 
 def gen_json(tmp, *args, name="g.json"):

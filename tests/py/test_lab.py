@@ -17,6 +17,11 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import load_file
 
+from kc_env import kc, write_tokenizer
+
+# The lab tests' token windows were laid out with these merges (no "Ġw").
+LAB_MERGES = (("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("Ġ", "a"))
+
 KC_BIN = os.environ.get("KC_BIN", "kerncheck")
 BUILD = Path(os.environ.get("KC_BUILD_DIR", "."))
 DATA = Path(os.environ.get("KC_TEST_DATA", Path(__file__).resolve().parents[1] / "data"))
@@ -25,40 +30,6 @@ TINY = DATA / "fixtures" / "llama-tiny"
 PROSE = ("In the beginning God created the heaven and the earth. And the earth was without form, and void; "
          "and darkness was upon the face of the deep.\n") * 20
 CODE = "".join(f"def g{i}(a, b):\n    return a - {i} * b  # line {i}\n\n" for i in range(80))
-
-
-def bytes_to_unicode():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
-
-
-def write_tokenizer(path):
-    b2u = bytes_to_unicode()
-    vocab = {b2u[b]: b for b in range(256)}
-    merges = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("Ġ", "a")]
-    for a, b in merges:
-        vocab.setdefault(a + b, len(vocab))
-    bl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
-    tj = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
-          "pre_tokenizer": bl, "post_processor": None, "decoder": bl,
-          "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                    "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                    "vocab": vocab, "merges": [f"{a} {b}" for a, b in merges]}}
-    Path(path).write_text(json.dumps(tj, ensure_ascii=False), encoding="utf-8")
-
-
-def kc(*args, check=True, cwd=None):
-    r = subprocess.run([KC_BIN, *map(str, args)], capture_output=True, text=True, cwd=cwd)
-    if check and r.returncode != 0:
-        raise AssertionError(f"{args}: rc {r.returncode}\n{r.stdout}\n{r.stderr}")
-    return r
 
 
 def metadata(path):
@@ -71,7 +42,7 @@ def lab(tmp_path_factory):
     d = tmp_path_factory.mktemp("lab")
     model = d / "model"
     shutil.copytree(TINY, model)
-    write_tokenizer(model / "tokenizer.json")
+    write_tokenizer(model / "tokenizer.json", merges=LAB_MERGES)
     (d / "prose.txt").write_text(PROSE)
     (d / "code.py").write_text(CODE)
     corpus = d / "c.kcc"

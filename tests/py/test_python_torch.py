@@ -22,7 +22,8 @@ BUILD = Path(os.environ.get("KC_BUILD_DIR", "build"))
 DATA = Path(os.environ.get("KC_TEST_DATA", Path(__file__).resolve().parents[1] / "data"))
 TINY = DATA / "fixtures" / "llama-tiny"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_corpus_record import CODE, PROSE, write_tokenizer  # noqa: E402 - the fixture's tokenizer
+from kc_env import kc, write_tokenizer  # noqa: E402 - the fixture's tokenizer
+from test_corpus_record import CODE, PROSE  # noqa: E402
 
 
 def _import_kerncheck():
@@ -37,13 +38,6 @@ def _import_kerncheck():
 
 kerncheck = _import_kerncheck()
 K = 8
-
-
-def kc(*args):
-    r = subprocess.run([KC_BIN, *map(str, args)], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise AssertionError(f"{args}: rc {r.returncode}\n{r.stdout}\n{r.stderr}")
-    return r
 
 
 @pytest.fixture(scope="module")

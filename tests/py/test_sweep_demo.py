@@ -15,26 +15,19 @@ against an independent computation:
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from test_corpus_record import CODE, PROSE, write_tokenizer
+from kc_env import kc, write_tokenizer
+from test_corpus_record import CODE, PROSE
 
 KC_BIN = os.environ.get("KC_BIN", "kerncheck")
 DATA = Path(os.environ.get("KC_TEST_DATA", Path(__file__).resolve().parents[1] / "data"))
 TINY = DATA / "fixtures" / "llama-tiny"
 BITS = [9, 7, 5, 3, 1, 0]
-
-
-def kc(*args, check=True):
-    r = subprocess.run([KC_BIN, *map(str, args)], capture_output=True, text=True)
-    if check and r.returncode != 0:
-        raise AssertionError(f"{args}: rc {r.returncode}\n{r.stdout}\n{r.stderr}")
-    return r
 
 
 @pytest.fixture(scope="module")
