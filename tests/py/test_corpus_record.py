@@ -18,7 +18,6 @@ from safetensors.numpy import load_file
 
 from kc_env import kc, write_tokenizer
 
-KC_BIN = os.environ.get("KC_BIN", "kerncheck")
 BUILD = Path(os.environ.get("KC_BUILD_DIR", "."))
 DATA = Path(os.environ.get("KC_TEST_DATA", Path(__file__).resolve().parents[1] / "data"))
 TINY = DATA / "fixtures" / "llama-tiny"

@@ -26,7 +26,6 @@ from kc_env import bytes_to_unicode, kc, write_tokenizer
 
 U2B = {u: b for b, u in bytes_to_unicode().items()}
 
-KC_BIN = os.environ.get("KC_BIN", "kerncheck")
 BUILD = Path(os.environ.get("KC_BUILD_DIR", "."))
 DATA = Path(os.environ.get("KC_TEST_DATA", Path(__file__).resolve().parents[1] / "data"))
 FIX = DATA / "fixtures"

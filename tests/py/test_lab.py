@@ -22,7 +22,6 @@ from kc_env import kc, write_tokenizer
 # The lab tests' token windows were laid out with these merges (no "Ġw").
 LAB_MERGES = (("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("Ġ", "a"))
 
-KC_BIN = os.environ.get("KC_BIN", "kerncheck")
 BUILD = Path(os.environ.get("KC_BUILD_DIR", "."))
 DATA = Path(os.environ.get("KC_TEST_DATA", Path(__file__).resolve().parents[1] / "data"))
 TINY = DATA / "fixtures" / "llama-tiny"

@@ -24,7 +24,6 @@ from safetensors.numpy import load_file
 from kc_env import kc, write_tokenizer
 from test_corpus_record import CODE, PROSE
 
-KC_BIN = os.environ.get("KC_BIN", "kerncheck")
 DATA = Path(os.environ.get("KC_TEST_DATA", Path(__file__).resolve().parents[1] / "data"))
 TINY = DATA / "fixtures" / "llama-tiny"
 BITS = [9, 7, 5, 3, 1, 0]
