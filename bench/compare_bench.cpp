@@ -1,4 +1,5 @@
-// kc_compare_bench [--log2n 26] [--threads 1,2] [--repeat 3] [--files ACTUAL GOLDEN --dtype D]…
+// kc_compare_bench [--log2n 26] [--threads 1,2] [--repeat 3] [--methods mixed,stat_rel_err]
+//                  [--files ACTUAL GOLDEN --dtype D]…
 // Times `mixed` and `stat_rel_err` on f32 and bf16 pairs (generated in-process, or the .npy pairs given
 // with --files; bf16 .npy files need --dtype bfloat16 after them) and a plain read of the same bytes
 // (integer sum over both buffers, the memory-bandwidth anchor), for each thread count.
@@ -81,6 +82,7 @@ int main(int argc, char** argv) {
   try {
     int log2n = 26, repeat = 3;
     std::vector<int> threads = {1, 2};
+    std::vector<kc::Method> methods = {kc::Method::mixed, kc::Method::stat_rel_err};
     struct Pair {
       kc::Tensor a, g;
     };
@@ -89,7 +91,17 @@ int main(int argc, char** argv) {
       std::string s = argv[i];
       if (s == "--log2n" && i + 1 < argc) log2n = std::atoi(argv[++i]);
       else if (s == "--repeat" && i + 1 < argc) repeat = std::atoi(argv[++i]);
-      else if (s == "--threads" && i + 1 < argc) {
+      else if (s == "--methods" && i + 1 < argc) {
+        methods.clear();
+        std::string t = argv[++i];
+        for (std::size_t p = 0; p <= t.size();) {
+          const std::size_t q = std::min(t.find(',', p), t.size());
+          const auto m = kc::parse_method(t.substr(p, q - p));
+          if (!m) kc::fail("--methods: expected method names (mixed, stat_rel_err, …), got {}", t);
+          methods.push_back(*m);
+          p = q + 1;
+        }
+      } else if (s == "--threads" && i + 1 < argc) {
         threads.clear();
         std::string t = argv[++i];
         for (std::size_t p = 0; p < t.size();) {
@@ -107,7 +119,8 @@ int main(int argc, char** argv) {
         }
         pairs.push_back({kc::load_tensor(fa, raw), kc::load_tensor(fg, raw)});
       } else {
-        kc::fail("usage: kc_compare_bench [--log2n N] [--threads 1,2] [--repeat R] [--files A G [--dtype D]]…; got {}", s);
+        kc::fail("usage: kc_compare_bench [--log2n N] [--threads 1,2] [--repeat R] [--methods M,…] "
+                 "[--files A G [--dtype D]]…; got {}", s);
       }
     }
     if (pairs.empty()) {
@@ -127,7 +140,7 @@ int main(int argc, char** argv) {
         std::printf("{\"dtype\": \"%s\", \"method\": \"read\", \"threads\": %d, \"seconds\": %.6f, "
                     "\"cpu_seconds\": %.6f, \"gbps\": %.3f, \"gbps_per_thread\": %.3f}\n",
                     kc::dtype_name(p.g.dtype), t, rd.wall, rd.cpu, bytes / rd.wall / 1e9, read_gbps_thread);
-        for (kc::Method m : {kc::Method::mixed, kc::Method::stat_rel_err}) {
+        for (kc::Method m : methods) {
           kc::Route rt;
           rt.method = m;
           rt.source = "bench";

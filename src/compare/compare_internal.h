@@ -124,6 +124,25 @@ void fill_worst(CompareResult& r, const TopK& top, const Tensor& a, const Tensor
 // Decoded value of element i (complex: its modulus).
 double value_at(const Tensor& t, std::size_t i);
 
+// Which code runs compare_float's streaming pass. Every choice gives bitwise the same results; tests
+// compare them (fastest: the fused pass with AVX-512 intrinsics where the build has them, else the
+// generic fused pass; generic_fused: the vector-extension fused pass; general: decode, then one loop
+// per quantity).
+enum class FloatPath { fastest, generic_fused, general };
+
+// The raw accumulators of compare_float's pass, for those tests.
+struct FloatPassStats {
+  std::uint64_t pass = 0;
+  double sum_rel = 0, max_rel = 0, dot = 0, norm_a = 0, norm_g = 0, max_d = 0;
+  std::size_t arg_max = 0;
+  std::vector<Candidate> worst;
+  std::vector<std::uint64_t> hist, qhist, nonfinite;  // nonfinite: count per class, then the matched pairs
+  int q_floor = 1;  // qhist is exact from this bin up; bin 0 holds all elements below it
+};
+// lazy_quantiles: mixed only counts the high bins one by one (what compare_float does first).
+FloatPassStats float_pass_stats(const Tensor& a, const Tensor& g, Method m, const Tolerance& tol,
+                                FloatPath path, bool lazy_quantiles);
+
 // The methods (compare() dispatches here after validating inputs).
 CompareResult compare_float(const Tensor& a, const Tensor& g, Method m, const Tolerance& tol);
 CompareResult compare_binary(const Tensor& a, const Tensor& g);

@@ -5,8 +5,11 @@
 // neutralised (a rare scalar path), then a branch-free kernel with kLanes independent accumulators
 // computes the method's sums, counts and maxima (vectorised), and writes each element's "score" so the
 // worst-10 list only looks at a block when its maximum beats the current 10th place.
-// mixed and stat_rel_err on real dtypes first try a fused pass per block (fused_block: loads straight
-// from the tensor bytes, same arithmetic lane for lane); a block with a NaN/inf falls back to the above.
+// mixed and stat_rel_err on real dtypes first try a fused pass per block (fused_block512 with AVX-512,
+// else fused_block: loads straight from the tensor bytes, same arithmetic lane for lane); a block with a
+// NaN/inf falls back to the above. mixed's min_passing histogram is lazy (see run_chunk): only the bins
+// near its 99 % quantile are counted one by one, with a second pass in the rare case that is not enough.
+// Every path gives bitwise the same figures (tests/compare/fused_twin_test.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "compare/compare_internal.h"
 #include "core/error.h"
@@ -24,11 +28,15 @@
 #if defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
+#if defined(__AVX512F__) && defined(__AVX512VL__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
+#define KC_FUSED_AVX512 1  // the fused pass, worst scan and bucket counts in AVX-512 intrinsics
+#endif
 
 namespace kc::cmp {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kMixedRatio = 0.99;  // mixed: required matched_ratio
 
 // GCC/Clang vector extensions: 8 doubles per operation (AVX-512: one register; AVX2: two). The helpers
 // are internal and inlined, so the "ABI changes without avx512f" note does not apply.
@@ -130,13 +138,97 @@ inline v8u16 qbin8(v8d x) {
   return __builtin_convertvector(b, v8u16);
 }
 
+// Adds the byte counters of buckets 1…16 to hist and takes them from hist[0] (which got every element).
 void flush_bytes(v64u8 (&cnt)[kHistBins], std::array<std::uint64_t, kHistBins>& hist) {
-  for (int k = 0; k < kHistBins; ++k) {
+  for (int k = 1; k < kHistBins; ++k) {
     std::uint64_t s = 0;
     for (int j = 0; j < 64; ++j) s += cnt[k][j];
     hist[k] += s;
+    hist[0] -= s;
     cnt[k] = v64u8{};
   }
+}
+
+// Adds the buckets 1…16 of np64 bytes (0xFF: no bucket) to byte counters (one lane per byte position).
+// Not inlined into run_chunk, so that the 16 counters stay in registers for the whole block.
+[[gnu::noinline]] void count_buckets(const std::uint8_t* bucket, std::size_t np64,
+                                     v64u8 (&byte_cnt)[kHistBins]) {
+  v64u8 c[kHistBins];
+  for (int k = 1; k < kHistBins; ++k) c[k] = byte_cnt[k];
+  for (std::size_t i = 0; i < np64; i += 64) {
+#if defined(KC_FUSED_AVX512)
+    const __m512i v = _mm512_load_si512(bucket + i);
+    for (int k = 1; k < kHistBins; ++k) {
+      const __mmask64 eq = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(static_cast<char>(k)));
+      c[k] = (v64u8)_mm512_mask_sub_epi8((__m512i)c[k], eq, (__m512i)c[k], _mm512_set1_epi8(-1));
+    }
+#else
+    v64u8 v;
+    std::memcpy(&v, bucket + i, 64);
+    for (int k = 1; k < kHistBins; ++k) c[k] -= (v64u8)(v == static_cast<std::uint8_t>(k));  // true is 0xFF
+#endif
+  }
+  for (int k = 1; k < kHistBins; ++k) byte_cnt[k] = c[k];
+}
+
+// Offers the block's scores above the current 10th place to the worst list; 8 scores per test.
+template <typename T>
+void offer_worst(TopK& top, const T* s, std::size_t n, std::size_t np, std::size_t blk) {
+  double thr = top.threshold();
+#if defined(KC_FUSED_AVX512)
+  // 16 (float) or 8 (double) scores per compare. The threshold only grows, so a lane found above an older
+  // threshold is checked again against the current one. For floats it is rounded down to a float:
+  // s > thr ⟺ s > that float, for every float s.
+  constexpr std::size_t kStep = sizeof(T) == 4 ? 16 : 8;
+  auto thr_vec = [](double t) {
+    if constexpr (sizeof(T) == 4) {
+      float f = static_cast<float>(t);
+      if (static_cast<double>(f) > t) f = std::nextafter(f, -std::numeric_limits<float>::infinity());
+      return _mm512_set1_ps(f);
+    } else {
+      return _mm512_set1_pd(t);
+    }
+  };
+  auto tv = thr_vec(thr);
+  for (std::size_t i = 0; i < n; i += kStep) {
+    const std::size_t left = std::min(kStep, n - i);
+    std::uint32_t hit;
+    if constexpr (sizeof(T) == 4) {
+      const auto m = static_cast<__mmask16>((1u << left) - 1);
+      hit = _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, s + i), tv, _CMP_GT_OQ);
+    } else {
+      const auto m = static_cast<__mmask8>((1u << left) - 1);
+      hit = _mm512_mask_cmp_pd_mask(m, _mm512_maskz_loadu_pd(m, s + i), tv, _CMP_GT_OQ);
+    }
+    if (!hit) continue;
+    for (; hit; hit &= hit - 1) {
+      const std::size_t j = i + static_cast<std::size_t>(std::countr_zero(hit));
+      if (static_cast<double>(s[j]) > thr)
+        top.offer(static_cast<double>(s[j]), blk + j), thr = top.threshold();
+    }
+    tv = thr_vec(thr);
+  }
+  (void)np;
+#else
+  for (std::size_t i = 0; i < np; i += kLanes) {
+    bool any = false;
+    for (int j = 0; j < kLanes; ++j) any |= static_cast<double>(s[i + j]) > thr;
+    if (!any) continue;
+    for (std::size_t j = i; j < std::min(n, i + kLanes); ++j)
+      if (static_cast<double>(s[j]) > thr)
+        top.offer(static_cast<double>(s[j]), blk + j), thr = top.threshold();
+  }
+#endif
+}
+
+// Counts nq quantile bins into two interleaved uint32 histograms (q0 and q0 + kQBins): two independent
+// read-modify-write chains when neighbours share a bin.
+template <typename T>
+void count_bins(std::uint32_t* q0, const T* bins, std::size_t nq) {
+  std::uint32_t* q1 = q0 + kQBins;
+  std::size_t j = 0;
+  for (; j + 2 <= nq; j += 2) ++q0[bins[j]], ++q1[bins[j + 1]];
+  if (j < nq) ++q0[bins[j]];
 }
 
 struct FloatParams {
@@ -145,6 +237,8 @@ struct FloatParams {
   bool complex;
   double rtol = 0, atol = 0;
   bool want_quantiles;  // mixed, close: histogram for min_passing
+  FloatPath path = FloatPath::fastest;
+  bool lazy_quantiles = false;  // see run_chunk
 };
 
 struct FloatAcc {
@@ -157,6 +251,14 @@ struct FloatAcc {
   NonFiniteAcc nf;
   std::array<std::uint64_t, kHistBins> hist{};
   std::vector<std::uint64_t> qhist;  // quantile histogram (min_passing), empty if unused
+  int q_floor = 1;  // qhist is exact for bins ≥ q_floor; qhist[0] holds every element below it
+
+  // Moves bins [from, q_floor) into bin 0 (bins 1…from−1 are already empty).
+  void fold_below_floor(int from = 1) {
+    std::uint64_t below = 0;  // a local: qhist[0] in the loop would be a store-to-load chain
+    for (int b = from; b < q_floor; ++b) below += qhist[b], qhist[b] = 0;
+    qhist[0] += below;
+  }
 
   void merge(const FloatAcc& o) {
     pass += o.pass;
@@ -170,6 +272,9 @@ struct FloatAcc {
     if (!o.qhist.empty()) {
       if (qhist.empty()) qhist.assign(kQBins, 0);
       for (int i = 0; i < kQBins; ++i) qhist[i] += o.qhist[i];
+      const int from = std::min(q_floor, o.q_floor);
+      q_floor = std::max(q_floor, o.q_floor);
+      fold_below_floor(from);
     }
   }
 };
@@ -184,6 +289,8 @@ struct Scratch {
   alignas(64) double q[kBlock];
   alignas(64) std::uint8_t bucket[kBlock];
   alignas(64) std::uint16_t qbin[kBlock];
+  alignas(64) float sf[kBlock + kLanes];        // AVX-512 mixed: the scores, as floats (+8: 16-wide stores)
+  alignas(64) std::uint32_t qkey[kBlock + 16];  // AVX-512 mixed: kept quantile bins (+16: full stores)
 };
 
 // True when any value in x[0, n) is NaN or ±inf (x − x is 0 exactly for finite x).
@@ -275,6 +382,9 @@ struct FusedOut {
   std::int64_t pass = 0;  // mixed
   double sum = 0;         // stat_rel_err: this block's Σ rel, summed as the general path sums it
   v8d max_d = {}, max_s = {};
+  bool float_scores = false;  // scores are in w.sf (float) instead of w.s
+  bool wide_keys = false;     // quantile bins are in w.qkey (uint32) instead of w.qbin
+  int q_from = 1;             // in: AVX-512 mixed keeps only bins ≥ q_from (the others count as bin 0)
 };
 
 // One block of n (a multiple of kLanes) elements in one pass: |a−g|, the verdict counts and sums, the
@@ -333,11 +443,204 @@ bool fused_block(const Load& la, const Load& lg, std::size_t n, const FloatParam
   return true;
 }
 
+#if defined(KC_FUSED_AVX512)
+// The same pass with AVX-512 intrinsics: GCC splits the generic version's f32↔f64 conversions into four
+// instructions each and spends ~25 on decade8; this one needs about 45 µops per 8 elements. Every result
+// is bitwise the generic pass's (tests/compare/fused_twin_test.cpp checks it against the general path):
+//  - mixed's score is the same float quotient, kept as a float (max, store, quantile bin from its bits);
+//  - the quantile bin from the float's bits: for a float s, (bits_f64(s) >> 48) = (bits_f32(s) >> 19) +
+//    (896 << 4) when s is normal; subnormal, NaN and huge scores land in the same clamped bins;
+//  - the decade bucket needs one table lookup instead of two (see decade8_512).
+// prefetch(i): the line kAhead bytes past element i. The hardware prefetcher stops at 4 KiB pages; a
+// software prefetch does not, which keeps a single thread near the plain read's bandwidth.
+constexpr std::size_t kAhead = 2048;
+inline void prefetch_at(const std::uint8_t* q) {
+  _mm_prefetch(reinterpret_cast<const char*>(q + kAhead), _MM_HINT_T0);  // never faults
+}
+struct Load512F32 {
+  const std::uint8_t* p;
+  __m512d operator()(std::size_t i) const {
+    return _mm512_cvtps_pd(_mm256_loadu_ps(reinterpret_cast<const float*>(p + 4 * i)));
+  }
+  void prefetch(std::size_t i) const { prefetch_at(p + 4 * i); }
+};
+struct Load512Bf16 {
+  const std::uint8_t* p;
+  void prefetch(std::size_t i) const { prefetch_at(p + 2 * i); }
+  __m512d operator()(std::size_t i) const {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i)));
+    return _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+  }
+};
+struct Load512F16 {
+  const std::uint8_t* p;
+  void prefetch(std::size_t i) const { prefetch_at(p + 2 * i); }
+  __m512d operator()(std::size_t i) const {
+    return _mm512_cvtps_pd(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i))));
+  }
+};
+struct Load512F64 {
+  const std::uint8_t* p;
+  void prefetch(std::size_t i) const { prefetch_at(p + 8 * i); }
+  __m512d operator()(std::size_t i) const { return _mm512_loadu_pd(p + 8 * i); }
+};
+struct Load512Decoded {
+  const double* p;
+  void prefetch(std::size_t) const {}
+  __m512d operator()(std::size_t i) const { return _mm512_loadu_pd(p + i); }
+};
+
+// decade8 for finite d ≥ 0 (pos: d > 0). With e2 the exponent of d and k1 = floor((e2+1)·log10 2):
+// every edge 10^m with m < k1 is ≤ 2^(e2+1)/10 < 2^e2 ≤ d, and 10^(k1+1) > 2^(e2+1) > d, so the bucket
+// is u + (d > 10^k1) with u = k1 + 13 = 1 + (edges below 10^k1), clamped to [1, 16]. The lookup uses
+// u's low 4 bits (kPow10Rot[u] = 10^(u−13) for u in 1…15); outside 1…15 the clamp alone decides: u ≤ 0
+// gives 1 (d < 10^(k1+1) ≤ 1e-12), u ≥ 16 gives 16.
+alignas(64) constexpr double kPow10Rot[16] = {kInf, 1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6,
+                                              1e-5, 1e-4,  1e-3,  1e-2,  1e-1, 1e0,  1e1,  1e2};
+inline __m512i decade8_512(__m512d d, __mmask8 pos) {
+  const __m512i e = _mm512_srli_epi64(_mm512_castpd_si512(d), 52);  // biased exponent: e2 + 1 = e − 1022
+  // u = floor_log10_pow2(e − 1022) + 13: adding 13·2^18 before the arithmetic shift adds exactly 13
+  constexpr std::int64_t kBias = 13 * (std::int64_t{1} << 18) - 1022 * std::int64_t{78913};
+#if defined(__AVX512IFMA__)
+  __m512i u = _mm512_madd52lo_epu64(_mm512_set1_epi64(kBias), e, _mm512_set1_epi64(78913));  // mod 2^64
+#else
+  __m512i u = _mm512_add_epi64(_mm512_mul_epi32(e, _mm512_set1_epi64(78913)), _mm512_set1_epi64(kBias));
+#endif
+  u = _mm512_srai_epi64(u, 18);
+  const __m512d edge = _mm512_permutex2var_pd(_mm512_load_pd(kPow10Rot), u, _mm512_load_pd(kPow10Rot + 8));
+  u = _mm512_mask_add_epi64(u, _mm512_cmp_pd_mask(d, edge, _CMP_GT_OQ), u, _mm512_set1_epi64(1));
+  u = _mm512_max_epi64(u, _mm512_set1_epi64(1));
+  return _mm512_maskz_min_epi64(pos, u, _mm512_set1_epi64(kHistBins - 1));  // exact elements: bucket 0
+}
+
+// One block (n a multiple of kLanes). kFirst: the chunk's first block, where every non-zero quantile bin
+// is kept (bins 1…); later blocks keep bins ≥ o.q_from only. Kept bins are packed into w.qkey[0, o.nq),
+// the others are counted as bin 0 (see run_chunk).
+template <Method M, bool kFirst, typename Load>
+bool fused_block512(const Load& la, const Load& lg, std::size_t n, const FloatParams& p, Scratch& w,
+                    FusedOut& o) {
+  __m512d probe = _mm512_setzero_pd(), max_d = _mm512_setzero_pd(), max_s = _mm512_setzero_pd(),
+          sum = _mm512_setzero_pd();
+  __m256 max_sf = _mm256_setzero_ps();
+  __m512i cnt = _mm512_setzero_si512();
+  const v8d vr = p.rtol - v8d{}, va = p.atol - v8d{};
+  const __m512d eps = _mm512_set1_pd(1e-7);
+  const __m512d sign = _mm512_set1_pd(-0.0);
+  const __m512i one = _mm512_set1_epi64(1);
+  const __m512i q_from = _mm512_set1_epi32(o.q_from);
+  std::size_t nq = 0;
+  // always_inline: a call left for the tail would keep the accumulators in memory for the whole loop
+  // Everything but the quantile bins for 8 elements; returns mixed's scores.
+  auto step = [&](std::size_t i) __attribute__((always_inline)) {
+    __m256 sf = _mm256_setzero_ps();
+    const __m512d a = la(i), g = lg(i);
+    const __m512d d = _mm512_andnot_pd(sign, _mm512_sub_pd(a, g)), ga = _mm512_andnot_pd(sign, g);
+    probe = _mm512_add_pd(probe, d);  // not finite iff some d is NaN or inf (or the sum overflows)
+    const __mmask8 pos = _mm512_cmp_pd_mask(d, _mm512_setzero_pd(), _CMP_GT_OQ);
+    if constexpr (M == Method::mixed) {
+      // the generic pass's expression (so the compiler contracts it the same way)
+      const __m512d tol = (__m512d)(va + vr * (v8d)ga);
+      cnt = _mm512_mask_add_epi64(cnt, _mm512_cmp_pd_mask(d, tol, _CMP_LE_OQ), cnt, one);
+      sf = _mm256_maskz_div_ps(pos, _mm512_cvtpd_ps(d), _mm512_cvtpd_ps(tol));
+      max_sf = _mm256_max_ps(max_sf, sf);  // (max_s > s ? max_s : s), as vmax, on the same 8 lanes
+    } else {
+      const __m512d s = _mm512_div_pd(d, _mm512_add_pd(ga, eps));
+      sum = _mm512_add_pd(sum, s);
+      max_s = _mm512_max_pd(max_s, s);
+      _mm512_store_pd(w.s + i, s);
+    }
+    max_d = _mm512_max_pd(max_d, d);
+    _mm512_store_pd(w.d + i, d);
+    return std::pair{sf, decade8_512(d, pos)};
+  };
+  // Stores the decade buckets (qword lanes) of 16 elements as bytes.
+  auto buckets16 = [&](std::size_t i, __m512i b0, __m512i b1) __attribute__((always_inline)) {
+#if defined(__AVX512VBMI__)
+    // byte 0 of each qword of b0, then of b1 (index bit 6 picks b1): one shuffle for 16 elements
+    const __m512i idx = _mm512_set_epi64(0, 0, 0, 0, 0, 0, 0x7870686058504840, 0x3830282018100800);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(w.bucket + i),
+                     _mm512_castsi512_si128(_mm512_permutex2var_epi8(b0, idx, b1)));
+#else
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(w.bucket + i), _mm512_cvtepi64_epi8(b0));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(w.bucket + i + kLanes), _mm512_cvtepi64_epi8(b1));
+#endif
+  };
+  // Stores 16 scores (i a multiple of 16) and packs their kept quantile bins into w.qkey.
+  auto bins16 = [&](std::size_t i, __m512 sf) __attribute__((always_inline)) {
+    _mm512_store_ps(w.sf + i, sf);
+    // bin = clamp(key − 1070, 1, kQBins − 1) for a score ≠ +0, key = its float bits >> 19 (signed)
+    const __m512i sb = _mm512_castps_si512(sf);
+    __m512i q = _mm512_add_epi32(_mm512_srai_epi32(sb, 19), _mm512_set1_epi32(2 - (kQMinExp + 127) * kQSub));
+    __mmask16 keep;
+    if constexpr (kFirst) {
+      keep = _mm512_test_epi32_mask(sb, sb);  // score ≠ +0 ⟺ bin ≠ 0
+      q = _mm512_max_epi32(q, _mm512_set1_epi32(1));
+    } else {
+      keep = _mm512_cmpge_epi32_mask(q, q_from);  // q_from ≥ 2: +0, tiny scores and −NaN (bin 1) fail
+    }
+    q = _mm512_min_epi32(q, _mm512_set1_epi32(kQBins - 1));
+    // compress (no data-dependent branch); the count loop then walks nq entries
+    _mm512_storeu_si512(w.qkey + nq, _mm512_maskz_compress_epi32(keep, q));
+    nq += static_cast<std::size_t>(std::popcount(static_cast<unsigned>(keep)));
+  };
+  std::size_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {  // one prefetch per stream and 16 elements
+    la.prefetch(i), lg.prefetch(i);
+    const auto [s0, b0] = step(i);
+    const auto [s1, b1] = step(i + kLanes);
+    buckets16(i, b0, b1);
+    if constexpr (M == Method::mixed) bins16(i, _mm512_insertf32x8(_mm512_castps256_ps512(s0), s1, 1));
+  }
+  if (i < n) {  // 8 left: the upper 8 scores are +0, never kept, and land past the block in w.sf
+    const auto [s0, b0] = step(i);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(w.bucket + i), _mm512_cvtepi64_epi8(b0));
+    if constexpr (M == Method::mixed) bins16(i, _mm512_insertf32x8(_mm512_setzero_ps(), s0, 0));
+  }
+  if (!std::isfinite(_mm512_reduce_add_pd(probe))) return false;
+  if constexpr (M == Method::mixed) {
+    o.nq = nq;
+    o.pass = _mm512_reduce_add_epi64(cnt);
+    o.float_scores = o.wide_keys = true;
+    max_s = _mm512_cvtps_pd(max_sf);
+  } else {
+    const v8d sv = (v8d)sum;
+    for (int j = 0; j < kLanes; ++j) o.sum += sv[j];  // in the generic pass's order
+  }
+  o.max_d = (v8d)max_d, o.max_s = (v8d)max_s;
+  return true;
+}
+
+template <Method M, typename Load>
+bool fused_block512(const Load& la, const Load& lg, std::size_t n, const FloatParams& p, Scratch& w,
+                    FusedOut& o) {
+  if (M == Method::mixed && o.q_from <= 1) return fused_block512<M, true>(la, lg, n, p, w, o);
+  return fused_block512<M, false>(la, lg, n, p, w, o);
+}
+#endif
+
 template <Method M>
 bool fused_dispatch(const Tensor& ta, const Tensor& tg, std::size_t blk, std::size_t n, const FloatParams& p,
                     Scratch& w, FusedOut& o) {
   const std::uint8_t* pa = ta.bytes.data();
   const std::uint8_t* pg = tg.bytes.data();
+#if defined(KC_FUSED_AVX512)
+  if (p.path != FloatPath::generic_fused) {
+    switch (ta.dtype == tg.dtype ? tg.dtype : DType::complex128 /* mixed dtypes: decode both */) {
+      case DType::float32:
+        return fused_block512<M>(Load512F32{pa + 4 * blk}, Load512F32{pg + 4 * blk}, n, p, w, o);
+      case DType::bfloat16:
+        return fused_block512<M>(Load512Bf16{pa + 2 * blk}, Load512Bf16{pg + 2 * blk}, n, p, w, o);
+      case DType::float16:
+        return fused_block512<M>(Load512F16{pa + 2 * blk}, Load512F16{pg + 2 * blk}, n, p, w, o);
+      case DType::float64:
+        return fused_block512<M>(Load512F64{pa + 8 * blk}, Load512F64{pg + 8 * blk}, n, p, w, o);
+      default:
+        decode_block(ta.dtype, ta.bytes, blk, n, w.a);
+        decode_block(tg.dtype, tg.bytes, blk, n, w.g);
+        return fused_block512<M>(Load512Decoded{w.a}, Load512Decoded{w.g}, n, p, w, o);
+    }
+  }
+#endif
   switch (ta.dtype == tg.dtype ? tg.dtype : DType::complex128 /* mixed dtypes: decode both */) {
     case DType::float32:
       return fused_block<M>(LoadF32{pa + 4 * blk}, LoadF32{pg + 4 * blk}, n, p, w, o);
@@ -363,8 +666,14 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
   int blocks_since_flush = 0;
   // Chunk-local quantile counters (≤ kChunk per bin fits 32 bits), two interleaved copies.
   std::vector<std::uint32_t> qh2(p.want_quantiles ? 2 * kQBins : 0);
+  // Lazy quantiles: min_passing needs the bin of one high quantile (mixed: 99 %), so after the chunk's first
+  // block only bins at or above that block's 90 % quantile are counted one by one (most elements are below
+  // it and only counted). The chunk's histogram is then exact from that bin (q_floor) up, everything below
+  // it is in bin 0; compare_float redoes the pass without this when the answer lies below the floor.
+  int q_from = 1;
   const double rtol = p.rtol, atol = p.atol;
-  const bool fusable = !p.complex && (p.method == Method::mixed || p.method == Method::stat_rel_err);
+  const bool fusable = !p.complex && (p.method == Method::mixed || p.method == Method::stat_rel_err) &&
+                       p.path != FloatPath::general;
   for (std::size_t blk = begin; blk < end; blk += kBlock) {
     const std::size_t n = std::min(kBlock, end - blk);
     const std::size_t np = (n + kLanes - 1) / kLanes * kLanes;  // padded with zeros (exact elements)
@@ -372,6 +681,7 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
     std::size_t mism = 0;
     v8d max_d = {}, max_s = {};
     FusedOut fo;
+    fo.q_from = q_from;
     std::size_t nq = n;  // entries of w.qbin to count; the other n − nq elements are in bin 0
     const bool fused =
         fusable && np == n &&
@@ -494,40 +804,39 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
     const double bmax = hmax(max_d);
     if (bmax > acc.max_d) {
       std::size_t i = 0;
+#if defined(KC_FUSED_AVX512)
+      for (;; i += kLanes)  // np is a multiple of kLanes and bmax is in w.d[0, np)
+        if (const unsigned eq = _mm512_cmpeq_pd_mask(_mm512_load_pd(w.d + i), _mm512_set1_pd(bmax))) {
+          i += static_cast<std::size_t>(std::countr_zero(eq));
+          break;
+        }
+#else
       while (w.d[i] != bmax) ++i;
+#endif
       acc.max_d = bmax, acc.arg_max = blk + i;
     }
     // Worst elements: only scan a block whose best score can enter the list.
     // The scan tests 8 scores per step against a threshold held in a register.
-    double thr = acc.top.threshold();
-    if (hmax(max_s) > thr)
-      for (std::size_t i = 0; i < np; i += kLanes) {
-        const v8l hit = load8(w.s + i) > thr;
-        std::int64_t any = 0;
-        for (int j = 0; j < kLanes; ++j) any |= hit[j];
-        if (!any) continue;
-        for (std::size_t j = i; j < std::min(n, i + kLanes); ++j)
-          if (w.s[j] > thr) acc.top.offer(w.s[j], blk + j), thr = acc.top.threshold();
-      }
+    if (hmax(max_s) > acc.top.threshold()) {
+      if (fused && fo.float_scores)
+        offer_worst(acc.top, w.sf, n, np, blk);
+      else
+        offer_worst(acc.top, w.s, n, np, blk);
+    }
 
     // |a−g| decade histogram: bucket indices as bytes (vectorised), then counted per bucket with byte
     // compares (64 elements per operation) into counters that are flushed every kFlush blocks.
     for (std::size_t i = n; i < np; ++i) w.bucket[i] = 0xFF;                    // padding: no bucket
     for (std::size_t i = np; i < (np + 63) / 64 * 64; ++i) w.bucket[i] = 0xFF;  // kBlock is a multiple of 64
-    const std::size_t np64 = (np + 63) / 64 * 64;
-    for (std::size_t i = 0; i < np64; i += 64) {
-      v64u8 v;
-      std::memcpy(&v, w.bucket + i, 64);
-      for (int k = 0; k < kHistBins; ++k)
-        byte_cnt[k] -= (v64u8)(v == static_cast<std::uint8_t>(k));  // a true comparison is 0xFF
-    }
+    count_buckets(w.bucket, (np + 63) / 64 * 64, byte_cnt);
+    acc.hist[0] += n;  // buckets 1…16 are counted; bucket 0 (exact) is what is left of the n elements
     if (++blocks_since_flush == kFlush) flush_bytes(byte_cnt, acc.hist), blocks_since_flush = 0;
     if (p.want_quantiles) {
       std::uint32_t* q0 = qh2.data();
-      std::uint32_t* q1 = q0 + kQBins;
-      std::size_t j = 0;
-      for (; j + 2 <= nq; j += 2) ++q0[w.qbin[j]], ++q1[w.qbin[j + 1]];
-      if (j < nq) ++q0[w.qbin[j]];
+      if (fused && fo.wide_keys)
+        count_bins(q0, w.qkey, nq);
+      else
+        count_bins(q0, w.qbin, nq);
       q0[0] += static_cast<std::uint32_t>(n - nq);
       // Non-finite mismatches were zeroed: they belong to the "never passes" bin.
       q0[0] -= static_cast<std::uint32_t>(mism);
@@ -536,12 +845,21 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
     // Mismatched non-finite pairs sit in the "exact" bucket after zeroing; they are unbounded errors.
     acc.hist[0] -= mism;
     acc.hist[kHistBins - 1] += mism;
+    if (p.lazy_quantiles && blk == begin) {
+      const std::uint64_t want = (9 * n + 9) / 10;  // ⌈0.9·n⌉ elements at or below the bin
+      std::uint64_t cum = 0;
+      int b = 0;
+      while (b < kQBins - 1 && (cum += qh2[b] + qh2[kQBins + b]) < want) ++b;
+      q_from = std::max(b, 1);
+    }
   }
   flush_bytes(byte_cnt, acc.hist);
   if (p.want_quantiles) {
     acc.qhist.assign(kQBins, 0);
     for (int b = 0; b < kQBins; ++b)  // uint32 sum wraps back to the true count (< 2^32)
       acc.qhist[b] = static_cast<std::uint32_t>(qh2[b] + qh2[kQBins + b]);
+    acc.q_floor = q_from;
+    acc.fold_below_floor();
   }
 }
 
@@ -553,12 +871,12 @@ std::uint64_t count_for_ratio(std::uint64_t n, double ratio) {
   return k;
 }
 
-}  // namespace
-
-CompareResult compare_float(const Tensor& ta, const Tensor& tg, Method m, const Tolerance& tol) {
+// The streaming pass over both tensors, merged in chunk order.
+FloatAcc float_pass(const Tensor& ta, const Tensor& tg, Method m, const Tolerance& tol, FloatPath path,
+                    bool lazy_quantiles) {
   const std::size_t n = tg.numel();
   const DType dt = ta.dtype;  // the output dtype: tolerances and ULPs are its (the golden may be wider)
-  FloatParams p{m, dt, is_complex(dt), 0, 0, false};
+  FloatParams p{m, dt, is_complex(dt), 0, 0, false, path, lazy_quantiles};
   p.rtol = tol.rtol.value_or(0);
   p.atol = tol.atol.value_or(0);
   p.want_quantiles = m == Method::mixed || m == Method::close;
@@ -572,8 +890,37 @@ CompareResult compare_float(const Tensor& ta, const Tensor& tg, Method m, const 
   KC_ASSERT(ta.bytes.size() >= storage_bytes(ta.dtype, n) && tg.bytes.size() >= storage_bytes(tg.dtype, n) &&
                 is_complex(ta.dtype) == is_complex(tg.dtype),
             "compare_float: tensors shorter than their {} elements or complex against real", n);
-  FloatAcc acc = parallel_reduce<FloatAcc>(
+  return parallel_reduce<FloatAcc>(
       n, kChunk, [&](FloatAcc& part, std::size_t b, std::size_t e) { run_chunk(part, ta, tg, p, b, e); });
+}
+
+}  // namespace
+
+FloatPassStats float_pass_stats(const Tensor& a, const Tensor& g, Method m, const Tolerance& tol,
+                                FloatPath path, bool lazy_quantiles) {
+  const FloatAcc acc = float_pass(a, g, m, tol, path, lazy_quantiles);
+  FloatPassStats st;
+  st.pass = acc.pass, st.sum_rel = acc.sum_rel, st.max_rel = acc.max_rel;
+  st.dot = acc.dot, st.norm_a = acc.norm_a, st.norm_g = acc.norm_g;
+  st.max_d = acc.max_d, st.arg_max = acc.arg_max;
+  st.worst.assign(acc.top.items.begin(), acc.top.items.begin() + acc.top.count);
+  st.hist.assign(acc.hist.begin(), acc.hist.end());
+  st.qhist = acc.qhist;
+  st.q_floor = acc.q_floor;
+  st.nonfinite.assign(acc.nf.count.begin(), acc.nf.count.end());
+  st.nonfinite.push_back(acc.nf.matched);
+  return st;
+}
+
+CompareResult compare_float(const Tensor& ta, const Tensor& tg, Method m, const Tolerance& tol) {
+  const std::size_t n = tg.numel();
+  const DType dt = ta.dtype;
+  FloatAcc acc = float_pass(ta, tg, m, tol, FloatPath::fastest, m == Method::mixed);
+  // Lazy quantiles (run_chunk): when min_passing's bin lies below the floor, count every bin.
+  if (m == Method::mixed && acc.nf.total() == 0 && acc.q_floor > 1 &&
+      acc.qhist[0] >= count_for_ratio(n, kMixedRatio))
+    acc = float_pass(ta, tg, m, tol, FloatPath::fastest, false);
+  const FloatParams p{m, dt, is_complex(dt), tol.rtol.value_or(0), tol.atol.value_or(0), false};
 
   CompareResult r;
   acc.nf.to_result(r);
@@ -585,7 +932,7 @@ CompareResult compare_float(const Tensor& ta, const Tensor& tg, Method m, const 
 
   switch (m) {
     case Method::mixed: {
-      const double ratio_req = 0.99;
+      const double ratio_req = kMixedRatio;
       const double matched = static_cast<double>(acc.pass) / dn;
       const double table_limit = *tol.limit;
       const double g_at = value_at(tg, acc.arg_max);

@@ -1,0 +1,249 @@
+// The fused passes (AVX-512 intrinsics where the build has them, and the generic vector-extension one)
+// against the general path (decode, then one plain loop per quantity): every accumulator bitwise equal,
+// on random and adversarial inputs — NaN/inf in some blocks, ±0, subnormals, decade edges, zero
+// tolerances (NaN scores), float overflow of |a−g|, tails that are not a multiple of 8 or 16.
+// Also min_passing with the lazy quantile histogram, including the case that needs the second pass.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "compare/compare.h"
+#include "compare/compare_internal.h"
+#include "core/parallel.h"
+#include "io/tensor.h"
+
+namespace kc::cmp {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::uint64_t bits(double x) { return std::bit_cast<std::uint64_t>(x); }
+
+Tensor make(DType dt, const std::vector<double>& v) {
+  return make_tensor_f64(dt, {static_cast<std::int64_t>(v.size())}, v, "<t>");
+}
+
+// Bins [1, floor) moved into bin 0: what the lazy histogram keeps of a full one.
+std::vector<std::uint64_t> folded(std::vector<std::uint64_t> h, int floor) {
+  for (int b = 1; b < floor; ++b) h[0] += h[b], h[b] = 0;
+  return h;
+}
+
+void expect_same(const FloatPassStats& x, const FloatPassStats& ref, const std::string& what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(x.pass, ref.pass);
+  EXPECT_EQ(bits(x.sum_rel), bits(ref.sum_rel));
+  EXPECT_EQ(bits(x.max_rel), bits(ref.max_rel));
+  EXPECT_EQ(bits(x.dot), bits(ref.dot));
+  EXPECT_EQ(bits(x.norm_a), bits(ref.norm_a));
+  EXPECT_EQ(bits(x.norm_g), bits(ref.norm_g));
+  EXPECT_EQ(bits(x.max_d), bits(ref.max_d));
+  EXPECT_EQ(x.arg_max, ref.arg_max);
+  ASSERT_EQ(x.worst.size(), ref.worst.size());
+  for (std::size_t i = 0; i < x.worst.size(); ++i) {
+    EXPECT_EQ(bits(x.worst[i].score), bits(ref.worst[i].score)) << i;
+    EXPECT_EQ(x.worst[i].index, ref.worst[i].index) << i;
+  }
+  EXPECT_EQ(x.hist, ref.hist);
+  EXPECT_EQ(x.nonfinite, ref.nonfinite);
+  ASSERT_EQ(x.qhist.empty(), ref.qhist.empty());
+  if (!ref.qhist.empty()) {
+    EXPECT_EQ(ref.q_floor, 1);
+    EXPECT_EQ(x.qhist, folded(ref.qhist, x.q_floor)) << "floor " << x.q_floor;
+  }
+}
+
+// Every path and, for mixed, the lazy histogram, against the general path.
+void check_all_paths(const Tensor& a, const Tensor& g, Method m, const Tolerance& tol,
+                     const std::string& what) {
+  const FloatPassStats ref = float_pass_stats(a, g, m, tol, FloatPath::general, false);
+  expect_same(float_pass_stats(a, g, m, tol, FloatPath::fastest, false), ref, what + " fastest");
+  expect_same(float_pass_stats(a, g, m, tol, FloatPath::generic_fused, false), ref, what + " generic_fused");
+  if (m == Method::mixed) {
+    const FloatPassStats lazy = float_pass_stats(a, g, m, tol, FloatPath::fastest, true);
+    expect_same(lazy, ref, what + " fastest lazy");
+    EXPECT_EQ(float_pass_stats(a, g, m, tol, FloatPath::generic_fused, true).qhist, lazy.qhist) << what;
+  }
+}
+
+Tolerance mixed_tol(double rtol, double atol) {
+  Tolerance t;
+  t.rtol = rtol, t.atol = atol, t.limit = 1e-2;
+  return t;
+}
+Tolerance stat_tol() {
+  Tolerance t;
+  t.threshold = std::ldexp(1.0, -13);
+  return t;
+}
+
+// Adversarial values: decade edges and their neighbours, subnormals, ±0, huge and tiny magnitudes.
+std::vector<double> edge_values() {
+  std::vector<double> v = {0.0,   -0.0, 1.0,   -1.0,    5e-324,   -5e-324, 1e-310, 1.17549435e-38,
+                           1e-45, 3e38, -3e38, 1.7e308, -1.7e308, 1e-300,  1e300,  65504,
+                           0.5,   2,    1e-7};
+  for (int m = -14; m <= 4; ++m) {
+    const double p = std::pow(10.0, m);
+    for (double x : {p, std::nextafter(p, 0.0), std::nextafter(p, kInf),
+                     std::ldexp(1.0, static_cast<int>(std::floor(std::log2(p)))),
+                     std::ldexp(1.0, static_cast<int>(std::floor(std::log2(p))) + 1)}) {
+      v.push_back(x);
+      v.push_back(-x);
+    }
+  }
+  return v;
+}
+
+// n elements: a mix of smooth random data, exact pairs, golden zeros, edge values and (if specials)
+// NaN/inf placed in some 1024-element blocks only.
+void make_pair(std::size_t n, std::uint64_t seed, bool specials, std::vector<double>& av,
+               std::vector<double>& gv) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> nd;
+  std::uniform_int_distribution<int> kind(0, 19);
+  const std::vector<double> edges = edge_values();
+  std::uniform_int_distribution<std::size_t> pick(0, edges.size() - 1);
+  av.resize(n), gv.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double g = nd(rng) * std::pow(10.0, std::uniform_int_distribution<int>(-3, 3)(rng));
+    double a = g * (1 + 1e-3 * nd(rng));
+    double gg = g;
+    switch (kind(rng)) {
+      case 0:
+        a = gg;
+        break;  // exact
+      case 1:
+        gg = 0, a = 1e-6 * nd(rng);
+        break;  // zero golden
+      case 2:
+        gg = 0, a = edges[pick(rng)];
+        break;  // |a − g| exactly an edge value
+      case 3:
+        gg = edges[pick(rng)], a = edges[pick(rng)];
+        break;
+      case 4:
+        gg = 0.0, a = -0.0;
+        break;  // ±0
+      case 5:
+        gg = 1e-40 * nd(rng), a = 1e-41 * nd(rng);
+        break;  // float subnormals
+      default:
+        break;
+    }
+    gv[i] = gg, av[i] = a;
+  }
+  if (specials) {
+    // NaN/inf in blocks 1 and 5 only (the other blocks stay on the fused path).
+    for (std::size_t blk : {std::size_t{1}, std::size_t{5}}) {
+      const std::size_t b = blk * 1024;
+      if (b + 40 > n) continue;
+      gv[b + 3] = kNaN;
+      av[b + 7] = kNaN;
+      gv[b + 11] = av[b + 11] = kInf;
+      gv[b + 13] = kInf, av[b + 13] = -kInf;
+      gv[b + 17] = kNaN, av[b + 17] = kNaN;
+      av[b + 19] = -kInf;
+    }
+  }
+}
+
+TEST(FusedTwin, EveryPathBitwiseEqualToTheGeneralPath) {
+  set_thread_count(2);
+  struct Case {
+    DType da, dg;
+    std::size_t n;
+  };
+  const Case cases[] = {{DType::float32, DType::float32, 70000 + 13},  // two chunks, a tail of 5
+                        {DType::float32, DType::float32, 8200},        // a tail of 8 (16-wide loop remainder)
+                        {DType::bfloat16, DType::bfloat16, 20000 + 24},
+                        {DType::float16, DType::float16, 9000 + 3},
+                        {DType::float64, DType::float64, 12000 + 7},
+                        {DType::bfloat16, DType::float32, 9000 + 16},  // mixed dtypes: decoded loads
+                        {DType::float8_e4m3fn, DType::float8_e4m3fn, 5000}};
+  std::uint64_t seed = 1;
+  for (const Case& c : cases)
+    for (bool specials : {false, true}) {
+      if (specials && c.da == DType::float8_e4m3fn) continue;  // no infinities in e4m3fn
+      std::vector<double> av, gv;
+      make_pair(c.n, seed++, specials, av, gv);
+      const Tensor a = make(c.da, av), g = make(c.dg, gv);
+      const std::string what = std::string(dtype_name(c.da)) + "/" + dtype_name(c.dg) +
+                               " n=" + std::to_string(c.n) + (specials ? " with NaN/inf" : "");
+      check_all_paths(a, g, Method::mixed, mixed_tol(std::ldexp(1.0, -10), std::ldexp(1.0, -16)), what);
+      check_all_paths(a, g, Method::mixed, mixed_tol(0, 0), what + " zero tolerance (NaN and inf scores)");
+      check_all_paths(a, g, Method::mixed, mixed_tol(1e30, 0), what + " huge rtol (inf tolerances)");
+      check_all_paths(a, g, Method::stat_rel_err, stat_tol(), what);
+    }
+  set_thread_count(0);
+}
+
+TEST(FusedTwin, FloatOverflowOfTheErrorAndTinyErrors) {
+  // |a − g| above FLT_MAX (the float score becomes inf or NaN) and below the float range (0/0 = NaN).
+  std::vector<double> gv(4096), av(4096);
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> nd;
+  for (std::size_t i = 0; i < gv.size(); ++i) {
+    gv[i] = 3e38 * (i % 2 ? 1 : -1), av[i] = -gv[i] * (1 - 1e-3 * std::abs(nd(rng)));
+    if (i % 3 == 0) gv[i] = 1e-300 * nd(rng), av[i] = gv[i] + 1e-310 * nd(rng);
+  }
+  for (DType dt : {DType::float32, DType::float64}) {
+    const Tensor a = make(dt, av), g = make(dt, gv);
+    check_all_paths(a, g, Method::mixed, mixed_tol(std::ldexp(1.0, -10), std::ldexp(1.0, -16)),
+                    dtype_name(dt));
+    check_all_paths(a, g, Method::mixed, mixed_tol(0, 0), std::string(dtype_name(dt)) + " zero tolerance");
+    check_all_paths(a, g, Method::stat_rel_err, stat_tol(), dtype_name(dt));
+  }
+}
+
+// Smallest k with k/n ≥ 0.99 in double (what compare_float asks the histogram for).
+std::uint64_t count_99(std::uint64_t n) {
+  std::uint64_t k = 0;
+  while (!(static_cast<double>(k) / static_cast<double>(n) >= 0.99)) ++k;
+  return k;
+}
+
+TEST(FusedTwin, LazyMinPassingEqualsTheFullHistogramsEvenWhenItNeedsTheSecondPass) {
+  set_thread_count(2);
+  const std::size_t n = 4 * 65536;
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> nd;
+  // (1) homogeneous errors: the lazy floor is far below the 99 % quantile;
+  // (2) large errors in the first block only (0.4 % of the elements), small errors in 2 % of the rest:
+  //     the first chunk's floor is far above the 99 % quantile, so compare_float must redo the pass.
+  for (int variant : {1, 2}) {
+    std::vector<double> gv(n), av(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      gv[i] = nd(rng);
+      av[i] = variant == 1 || i < 1024 ? gv[i] * (1 + (variant == 1 ? 1e-4 : 1e-2) * nd(rng)) : gv[i];
+      if (variant == 2 && i >= 1024 && i % 50 == 0) av[i] = gv[i] * (1 + 1e-5 * nd(rng));  // small errors
+    }
+    const Tensor a = make(DType::float32, av), g = make(DType::float32, gv);
+    const Tolerance tol = mixed_tol(std::ldexp(1.0, -10), std::ldexp(1.0, -16));
+    const FloatPassStats full = float_pass_stats(a, g, Method::mixed, tol, FloatPath::general, false);
+    const FloatPassStats lazy = float_pass_stats(a, g, Method::mixed, tol, FloatPath::fastest, true);
+    const double want = quantile_at_least(full.qhist, count_99(n));
+    const bool needs_second_pass = lazy.qhist[0] >= count_99(n);
+    EXPECT_EQ(needs_second_pass, variant == 2) << "floor " << lazy.q_floor;
+    if (!needs_second_pass) {
+      EXPECT_EQ(bits(quantile_at_least(lazy.qhist, count_99(n))), bits(want));
+    }
+    Route r;
+    r.method = Method::mixed;
+    r.source = "test";
+    const CompareResult res = compare({&a, &g, nullptr}, r);
+    const std::string expect_prefix = fmt::format("rtol and atol scaled by {:.4g} ", want);
+    EXPECT_EQ(res.min_passing.substr(0, expect_prefix.size()), expect_prefix) << res.min_passing;
+  }
+  set_thread_count(0);
+}
+
+}  // namespace
+}  // namespace kc::cmp
