@@ -115,37 +115,70 @@ std::string candidate_checksum(const CandidateArrays& a) {
 }
 
 // Branch-free scans (the compiler vectorises them): true when every row passes the golden's checks. The
-// conditions are written so that NaN fails them (!(x <= limit)). vocab and n_seg are ≤ 2³¹.
-[[gnu::noinline]] bool topk_rows_ok(const std::int32_t* __restrict ids, const float* __restrict lp,
-                                    std::int64_t rows, std::int64_t k, std::uint32_t vocab) {
+// conditions are written so that NaN fails them (!(x <= limit)). vocab and n_seg are ≤ 2³¹. Non-increasing
+// log-probs and distinct neighbours within a row: the violations of the flat arrays shifted by one are
+// counted (one vectorised pass), minus those at row starts, which straddle two rows.
+[[gnu::noinline]] bool ids_rows_ok(const std::int32_t* __restrict ids, std::int64_t rows, std::int64_t k,
+                                   std::uint32_t vocab) {
   int bad = 0;
   const std::int64_t m = rows * k;
-  for (std::int64_t t = 0; t < m; ++t)
-    bad |= (static_cast<std::uint32_t>(ids[t]) >= vocab) | !(lp[t] <= 1e-3f);
-  // Non-increasing log-probs and distinct neighbours within a row: count the violations of the flat arrays
-  // shifted by one (one vectorised pass), then take off those at row starts, which straddle two rows.
+  for (std::int64_t t = 0; t < m; ++t) bad |= static_cast<std::uint32_t>(ids[t]) >= vocab;
   std::int64_t flat = 0, straddle = 0;
-  for (std::int64_t t = 1; t < m; ++t) flat += (lp[t] > lp[t - 1]) | (ids[t] == ids[t - 1]);
-  for (std::int64_t t = k; t < m; t += k) straddle += (lp[t] > lp[t - 1]) | (ids[t] == ids[t - 1]);
+  for (std::int64_t t = 1; t < m; ++t) flat += ids[t] == ids[t - 1];
+  for (std::int64_t t = k; t < m; t += k) straddle += ids[t] == ids[t - 1];
   return bad == 0 && flat == straddle;
 }
 
-[[gnu::noinline]] bool golden_positions_ok(const GoldenArrays& a, std::int64_t b, std::int64_t e,
-                                           std::uint32_t vocab, std::uint32_t n_seg) {
-  const float* __restrict other = a.other_logprob.data();
-  const float* __restrict tlp = a.token_logprob.data();
-  const std::int32_t* __restrict tok = a.token.data();
-  const std::int32_t* __restrict seg = a.segment.data();
-  const std::int32_t* __restrict depth = a.depth.data();
-  const std::uint8_t* __restrict phase = a.phase.data();
-  const std::uint8_t* __restrict flags = a.flags.data();
+[[gnu::noinline]] bool lp_rows_ok(const float* __restrict lp, std::int64_t rows, std::int64_t k) {
   int bad = 0;
-  for (std::int64_t i = b; i < e; ++i)
-    bad |= !(other[i] <= 1e-3f) | !(tlp[i] <= 1e-3f) | (static_cast<std::uint32_t>(tok[i]) >= vocab) |
-           (static_cast<std::uint32_t>(seg[i]) >= n_seg) | (depth[i] < 0);
-  int bad8 = 0;
-  for (std::int64_t i = b; i < e; ++i) bad8 |= (phase[i] > 1) | ((flags[i] & kFlagsBroken) != 0);
-  return (bad | bad8) == 0;
+  const std::int64_t m = rows * k;
+  for (std::int64_t t = 0; t < m; ++t) bad |= !(lp[t] <= 1e-3f);
+  std::int64_t flat = 0, straddle = 0;
+  for (std::int64_t t = 1; t < m; ++t) flat += lp[t] > lp[t - 1];
+  for (std::int64_t t = k; t < m; t += k) straddle += lp[t] > lp[t - 1];
+  return bad == 0 && flat == straddle;
+}
+
+[[gnu::noinline]] bool logprobs_ok(const float* __restrict x, std::int64_t n) {
+  int bad = 0;
+  for (std::int64_t i = 0; i < n; ++i) bad |= !(x[i] <= 1e-3f);
+  return bad == 0;
+}
+
+[[gnu::noinline]] bool ids_ok(const std::int32_t* __restrict x, std::int64_t n, std::uint32_t limit) {
+  int bad = 0;
+  for (std::int64_t i = 0; i < n; ++i) bad |= static_cast<std::uint32_t>(x[i]) >= limit;
+  return bad == 0;
+}
+
+[[gnu::noinline]] bool bits_clear(const std::uint8_t* __restrict x, std::int64_t n, std::uint8_t mask) {
+  int bad = 0;
+  for (std::int64_t i = 0; i < n; ++i) bad |= x[i] & mask;
+  return bad == 0;
+}
+
+// Hashes each array in checksum order and scans every block right after hashing it, while it is in cache
+// (one pass over the file instead of two). `scan(b, e)` checks elements [b, e) of array `which`; blocks
+// of rows of k elements for the [N, k] arrays. Returns the checksum and whether every scan passed.
+template <typename Scan>
+std::pair<std::string, bool> hash_and_scan(std::initializer_list<std::span<const std::uint8_t>> arrays,
+                                           std::int64_t n, const Scan& scan) {
+  Xxh64 h;
+  bool ok = true;
+  int which = 0;
+  for (auto& bytes : arrays) {
+    if (!bytes.empty() && n > 0) {
+      const std::int64_t per = static_cast<std::int64_t>(bytes.size()) / n;                // bytes per row
+      const std::int64_t rows = std::max<std::int64_t>(1, (std::int64_t{1} << 17) / per);  // ~128 kB blocks
+      for (std::int64_t r0 = 0; r0 < n; r0 += rows) {
+        const std::int64_t r1 = std::min(n, r0 + rows);
+        h.update(bytes.subspan(r0 * per, (r1 - r0) * per));
+        ok = scan(which, r0, r1) && ok;
+      }
+    }
+    ++which;
+  }
+  return {"xxh3:" + h.hex(), ok};
 }
 
 // Parallel validation of per-position invariants; reports the first bad position. all_ok(b, e) is a
@@ -214,21 +247,60 @@ Golden golden_from(const SafetensorsFile& f, std::shared_ptr<const void> owner, 
   a.phase = get_array<std::uint8_t>(f, *h, "phase", DType::uint8, {n});
   a.flags = get_array<std::uint8_t>(f, *h, "flags", DType::uint8, {n});
   g.owner = h;
+  m.segments = segments_from_json(get_str(md, "segments"), file, n);
+  const std::int64_t n_seg = static_cast<std::int64_t>(m.segments.size());
+  const std::int64_t vocab = m.vocab;
+  const std::uint32_t uvocab = static_cast<std::uint32_t>(vocab), nseg = static_cast<std::uint32_t>(n_seg);
+  // Checks of rows [b, e) of one array (0..8 in checksum order): the row by row walk below names the
+  // first bad row when one fails.
+  auto scan = [&](int which, std::int64_t b, std::int64_t e) {
+    switch (which) {
+      case 0:
+        return ids_rows_ok(a.top_ids.data() + b * k, e - b, k, uvocab);
+      case 1:
+        return lp_rows_ok(a.top_logprobs.data() + b * k, e - b, k);
+      case 2:
+        return logprobs_ok(a.other_logprob.data() + b, e - b);
+      case 3:
+        return ids_ok(a.token.data() + b, e - b, uvocab);
+      case 4:
+        return logprobs_ok(a.token_logprob.data() + b, e - b);
+      case 5:
+        return ids_ok(a.segment.data() + b, e - b, nseg);
+      case 6:
+        return ids_ok(a.depth.data() + b, e - b, 0x80000000u);  // ≥ 0
+      case 7:
+        return bits_clear(a.phase.data() + b, e - b, 0xfe);  // 0 or 1
+      default:
+        return bits_clear(a.flags.data() + b, e - b, kFlagsBroken);
+    }
+  };
+  bool scanned_ok = false;
   if (verify) {
-    std::string sum = golden_checksum(a);
+    h->copies.emplace_back(static_cast<std::size_t>(n) * sizeof(std::int32_t));
+    std::int32_t* top1 = reinterpret_cast<std::int32_t*>(h->copies.back().data());
+    g.top1 = {top1, static_cast<std::size_t>(n)};
+    auto scan_top1 = [&](int which, std::int64_t b, std::int64_t e) {
+      if (which == 0)
+        for (std::int64_t r = b; r < e; ++r) top1[r] = a.top_ids[r * k];
+      return scan(which, b, e);
+    };
+    auto [sum, ok] = hash_and_scan({as_bytes(a.top_ids), as_bytes(a.top_logprobs), as_bytes(a.other_logprob),
+                                    as_bytes(a.token), as_bytes(a.token_logprob), as_bytes(a.segment),
+                                    as_bytes(a.depth), as_bytes(a.phase), as_bytes(a.flags)},
+                                   n, scan_top1);
     if (sum != m.checksum)
       throw_input_error(file, "metadata checksum", sum,
                         m.checksum.empty()
                             ? "nothing"
                             : m.checksum.substr(0, 40) + " (the data were changed or the file is damaged)");
+    scanned_ok = ok;
   }
-  m.segments = segments_from_json(get_str(md, "segments"), file, n);
-  const std::int64_t n_seg = static_cast<std::int64_t>(m.segments.size());
-  const std::int64_t vocab = m.vocab;
+  if (scanned_ok) return g;
   auto all_ok = [&](std::int64_t b, std::int64_t e) {
-    return topk_rows_ok(a.top_ids.data() + b * k, a.top_logprobs.data() + b * k, e - b, k,
-                        static_cast<std::uint32_t>(vocab)) &&
-           golden_positions_ok(a, b, e, static_cast<std::uint32_t>(vocab), static_cast<std::uint32_t>(n_seg));
+    for (int w = 0; w < 9; ++w)
+      if (!scan(w, b, e)) return false;
+    return true;
   };
   check_rows(n, all_ok, [&](std::int64_t i) -> std::string {
     const std::int32_t* ids = a.top_ids.data() + i * k;
@@ -292,15 +364,26 @@ Candidate candidate_from(const SafetensorsFile& f, std::shared_ptr<const void> o
   a.flags = get_array<std::uint8_t>(f, *h, "flags", DType::uint8, {n});
   a.covered = get_array<std::uint8_t>(f, *h, "covered", DType::uint8, {n, k}, true);
   c.owner = h;
+  const std::int64_t vocab = m.vocab;
   if (verify) {
-    std::string sum = candidate_checksum(a);
+    // Fused with the hash: top1_id in [0, vocab) (a negative id is allowed on broken rows: the walk below
+    // decides) and covered ∈ {0, 1}.
+    auto scan = [&](int which, std::int64_t b, std::int64_t e) {
+      if (which == 2) return ids_ok(a.top1_id.data() + b, e - b, static_cast<std::uint32_t>(vocab));
+      if (which == 6) return bits_clear(a.covered.data() + b * k, (e - b) * k, 0xfe);
+      return true;
+    };
+    auto [sum, ok] = hash_and_scan(
+        {as_bytes(a.logprobs_at_ref), as_bytes(a.other_logprob), as_bytes(a.top1_id),
+         as_bytes(a.top1_logprob), as_bytes(a.token_logprob), as_bytes(a.flags), as_bytes(a.covered)},
+        n, scan);
     if (sum != m.checksum)
       throw_input_error(file, "metadata checksum", sum,
                         m.checksum.empty()
                             ? "nothing"
                             : m.checksum.substr(0, 40) + " (the data were changed or the file is damaged)");
+    if (ok) return c;
   }
-  const std::int64_t vocab = m.vocab;
   auto all_ok = [&](std::int64_t b, std::int64_t e) {
     bool bad = false;
     for (std::int64_t i = b; i < e; ++i)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <span>
 
@@ -160,6 +161,92 @@ WorstPosition worst_detail(const Golden& g, const CandidateArrays& a, std::int64
   return w;
 }
 
+// The fast path (every id covered, no full logits): blocks of positions as structure of arrays, the KL
+// of 16 rows at a time (score_topk_rows), sums by runs of one cell (JudgeAccumulator::add_block).
+void accumulate_blocks(const Golden& g, const CandidateArrays& a, const std::vector<std::uint8_t>& seg_domain,
+                       std::int64_t begin, std::size_t b, std::size_t e, JudgeAccumulator& acc) {
+  const int k = g.meta.k;
+  auto blk = std::make_unique<PositionBlock>();  // zeroed: lane loops may read the padding
+  PositionBlock& B = *blk;
+  const float* glp = g.a.top_logprobs.data();
+  const float* clp = a.logprobs_at_ref.data();
+  for (std::size_t i0 = b; i0 < e; i0 += PositionBlock::kMax) {
+    const int n = static_cast<int>(std::min<std::size_t>(PositionBlock::kMax, e - i0));
+    const std::int64_t g0 = begin + static_cast<std::int64_t>(i0);
+    B.n = n;
+    B.position0 = g0;
+    RowScores rs;
+    for (int r0 = 0; r0 < n; r0 += kScoreRows) {
+      const int rows = std::min(kScoreRows, n - r0);
+      // The gathers of score_topk_rows wait for 16 rows at once: fetch the rows two groups ahead.
+      if (const std::size_t ahead = i0 + r0 + 2 * kScoreRows; ahead + kScoreRows <= e)
+        for (int off = 0; off < kScoreRows * k; off += 16) {
+          __builtin_prefetch(glp + (begin + static_cast<std::int64_t>(ahead)) * k + off);
+          __builtin_prefetch(clp + ahead * k + off);
+        }
+      score_topk_rows(glp + (g0 + r0) * k, &g.a.other_logprob[g0 + r0], clp + (i0 + r0) * k,
+                      &a.other_logprob[i0 + r0], k, rows, rs);
+      for (int r = 0; r < rows; ++r) {
+        B.kl[r0 + r] = rs.kl[r];
+        B.sigma2[r0 + r] = rs.sigma2[r];
+        B.mass[r0 + r] = rs.mass[r];
+        B.clamped[r0 + r] = rs.q_other_clamped[r];
+      }
+    }
+    const bool have_top1 = !g.top1.empty();
+    const std::int32_t* ids = g.a.top_ids.data();
+    for (int t = 0; t < n; ++t) {
+      const std::int64_t gi = g0 + t;
+      const std::size_t i = i0 + t;
+      const std::int32_t seg = g.a.segment[gi];
+      const std::uint8_t ph = g.a.phase[gi];
+      const std::int32_t dep = g.a.depth[gi];
+      const std::uint8_t dom = seg_domain[seg];
+      B.segment[t] = seg;
+      B.phase[t] = ph;
+      B.depth[t] = dep;
+      B.domain[t] = dom;
+      B.cell[t] = cell_index(dom, depth_bucket(dep), ph);
+      const std::uint8_t fl = a.flags[i];
+      B.finite[t] = !(fl & kFlagsBroken) && B.kl[t] - B.kl[t] == 0;
+      B.flip[t] = a.top1_id[i] != (have_top1 ? g.top1[gi] : ids[gi * k]);
+      // k = 1 has no second log-prob: the margin is unknown (NaN counts as a tie).
+      B.margin[t] = k >= 2 ? static_cast<double>(glp[gi * k]) - static_cast<double>(glp[gi * k + 1]) : NAN;
+    }
+    // Token log-probs: the two f64 exps in plain loops (vectorised), then the selection.
+    const float* tcp = a.token_logprob.data() + i0;
+    const float* trp = g.a.token_logprob.data() + g0;
+    for (int t = 0; t < n; ++t) B.nll_cand[t] = fastmath::exp_f64(static_cast<double>(tcp[t]));
+    for (int t = 0; t < n; ++t) B.nll_ref[t] = fastmath::exp_f64(static_cast<double>(trp[t]));
+    for (int t = 0; t < n; ++t) {
+      const double tc = tcp[t], tr = trp[t];
+      const bool known = !(a.flags[i0 + t] & kFlagTokenUnknown);
+      const double dp = B.nll_cand[t] - B.nll_ref[t];
+      // NaN or ±inf anywhere (an unknown token log-prob is NaN) leaves the position out.
+      const bool ok = known & (dp - dp == 0) & (tc - tc == 0) & (tr - tr == 0);
+      B.token[t] = ok;
+      B.delta_p[t] = ok ? dp : 0.0;
+      B.nll_cand[t] = ok ? -tc : 0.0;
+      B.nll_ref[t] = ok ? -tr : 0.0;
+    }
+    acc.add_block(B);
+    for (int t = 0; t < n; ++t) {
+      const std::int64_t gi = g0 + t;
+      const double wkl = B.finite[t] ? B.kl[t] : INFINITY;
+      if (!acc.wants_worst(wkl, gi)) continue;
+      PositionRecord r;
+      r.position = gi;
+      r.segment = B.segment[t];
+      r.nonfinite = !B.finite[t];
+      r.score.kl = B.kl[t];
+      r.flip = B.flip[t];
+      r.margin = B.margin[t];
+      acc.offer_worst(worst_detail(g, a, gi, static_cast<std::int64_t>(i0) + t, r));
+    }
+  }
+  acc.finish_blocks();
+}
+
 }  // namespace
 
 JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Logits* ref) {
@@ -184,6 +271,10 @@ JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Log
     JudgeAccumulator& acc = parts[ci_];
     acc.init(k, doms, n_seg);
     acc.add_range(begin + b, begin + e);
+    if (!full && a.covered.empty()) {
+      accumulate_blocks(g, a, seg_domain, begin, b, e, acc);
+      return;
+    }
     std::vector<float> rrow, crow;
     if (full) rrow.resize(g.meta.vocab), crow.resize(g.meta.vocab);
     for (std::size_t i = b; i < e; ++i) {
@@ -200,7 +291,7 @@ JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Log
                            a.covered.empty() ? nullptr : &a.covered[i * k], k);
       r.nonfinite = (a.flags[i] & kFlagsBroken) || !std::isfinite(r.score.kl);
       r.flip = a.top1_id[i] != g.a.top_ids[gi * k];
-      r.margin = static_cast<double>(lp[0]) - static_cast<double>(lp[1]);
+      r.margin = k >= 2 ? static_cast<double>(lp[0]) - static_cast<double>(lp[1]) : NAN;
       float tc = a.token_logprob[i];
       if (!(a.flags[i] & kFlagTokenUnknown) && !std::isnan(tc)) {
         r.nll_cand = -static_cast<double>(tc);
@@ -226,7 +317,19 @@ JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Log
 // ---- summaries ---------------------------------------------------------------------------------------
 namespace {
 
-using Parts = std::vector<std::span<const float>>;  // a split's values: the arrays of its cells
+constexpr int kKeyBins = 1 << 16;  // histogram of the top 16 bits of the order-preserving key
+
+// A split's values: the arrays of its cells, each with its key histogram when summarize made one.
+struct Parts {
+  std::vector<std::span<const float>> spans;
+  std::vector<const std::uint32_t*> hists;  // per span: kKeyBins counts, or nullptr
+  void push_back(std::span<const float> s, const std::uint32_t* h = nullptr) {
+    spans.push_back(s);
+    hists.push_back(h);
+  }
+  auto begin() const { return spans.begin(); }
+  auto end() const { return spans.end(); }
+};
 
 // Order-preserving key of a finite f32 (−0 counts as +0).
 inline std::uint32_t f32_key(float x) {
@@ -254,10 +357,16 @@ std::vector<double> quantiles(const Parts& parts, std::initializer_list<double> 
     ranks.push_back(lo);
     ranks.push_back(std::min(lo + 1, n - 1));
   }
-  constexpr int kBins = 1 << 16;
+  constexpr int kBins = kKeyBins;
   std::vector<std::uint64_t> hist(kBins, 0);
-  for (auto& p : parts)
-    for (float x : p) ++hist[f32_key(x) >> 16];
+  for (std::size_t i = 0; i < parts.spans.size(); ++i) {
+    if (parts.spans[i].empty()) continue;
+    if (const std::uint32_t* h = parts.hists[i]) {  // the cell's histogram, made once for all its splits
+      for (int b = 0; b < kBins; ++b) hist[b] += h[b];
+    } else {
+      for (float x : parts.spans[i]) ++hist[f32_key(x) >> 16];
+    }
+  }
   // Bin of each rank and the number of values below that bin.
   std::vector<std::int32_t> slot(kBins, -1);
   std::vector<std::size_t> bin_below;
@@ -382,6 +491,9 @@ RunSummary summarize(const JudgeAccumulator& acc, const std::string& path, doubl
   Parts all_kl, all_full;
   std::vector<Parts> dom_kl(nd), dom_full(nd), phase_kl(kPhases), phase_full(kPhases),
       depth_kl(kDepthBuckets), depth_full(kDepthBuckets);
+  // Each cell's KL values are histogrammed once; its four splits (overall, domain, phase, depth) add the
+  // histograms up instead of reading the values again.
+  std::vector<std::vector<std::uint32_t>> hists(acc.cells.size());
   for (int d = 0; d < nd; ++d)
     for (int b = 0; b < kDepthBuckets; ++b)
       for (int p = 0; p < kPhases; ++p) {
@@ -389,7 +501,14 @@ RunSummary summarize(const JudgeAccumulator& acc, const std::string& path, doubl
         if (!c.n) continue;
         for (CellStats* m : {&all, &dom[d], &phase[p], &depth[b]}) m->merge(c, /*values=*/false);
         const std::span<const float> kv(c.kl_values), fv(c.full_kl_values);
-        for (Parts* m : {&all_kl, &dom_kl[d], &phase_kl[p], &depth_kl[b]}) m->push_back(kv);
+        const std::uint32_t* h = nullptr;
+        if (!kv.empty() && kv.size() < (std::size_t{1} << 32)) {
+          std::vector<std::uint32_t>& hv = hists[cell_index(d, b, p)];
+          hv.assign(kKeyBins, 0);
+          for (float x : kv) ++hv[f32_key(x) >> 16];
+          h = hv.data();
+        }
+        for (Parts* m : {&all_kl, &dom_kl[d], &phase_kl[p], &depth_kl[b]}) m->push_back(kv, h);
         for (Parts* m : {&all_full, &dom_full[d], &phase_full[p], &depth_full[b]}) m->push_back(fv);
       }
   r.overall = split_summary(all, all_kl, all_full, "overall", "overall");

@@ -1,5 +1,9 @@
 #include "metrics/accumulator.h"
 
+// No fused multiply-add: TwoSum (ExactSum, LaneSum) needs the product it adds rounded first, or its error
+// term is wrong (GCC contracts `hi + x * x` into an FMA by default).
+#pragma GCC optimize("fp-contract=off")
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -17,7 +21,9 @@ int depth_bucket(std::int64_t depth) {
 
 std::int64_t depth_bucket_lower(int b) { return b == 0 ? 0 : (std::int64_t{1} << (b - 1)); }
 
-int fine_margin_bin(double m) {
+namespace {
+// Inline in the per-position loops of this file.
+inline int fine_bin(double m) {
   if (!(m > 0)) return 0;
   if (m < 0x1p-20) return 1;
   if (m >= 0x1p10) return kFineMarginBins - 1;
@@ -28,12 +34,17 @@ int fine_margin_bin(double m) {
   return 2 + (e + 20) * 32 + sub;
 }
 
-std::uint64_t position_hash(std::int64_t position) {  // splitmix64
+inline std::uint64_t hash_of(std::int64_t position) {  // splitmix64
   std::uint64_t z = static_cast<std::uint64_t>(position) + 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
+
+}  // namespace
+
+int fine_margin_bin(double m) { return fine_bin(m); }
+std::uint64_t position_hash(std::int64_t position) { return hash_of(position); }
 
 void CellStats::add(const PositionRecord& r) {
   ++n;
@@ -152,6 +163,200 @@ std::int64_t JudgeAccumulator::positions_judged() const {
   return n;
 }
 
+namespace {
+
+// Sample point: keep the kSample smallest hashes (a max-heap while filling).
+inline void offer_sample(std::vector<SamplePoint>& sample, std::int64_t position, double kl, double margin,
+                         bool flip, std::uint8_t domain, std::uint8_t phase, std::int32_t depth) {
+  constexpr std::size_t kSample = JudgeAccumulator::kSample;
+  const std::uint64_t h = position_hash(position);
+  if (sample.size() == kSample && h >= sample.front().hash) return;
+  auto by_hash = [](const SamplePoint& a, const SamplePoint& b) { return a.hash < b.hash; };
+  SamplePoint p{h, position, static_cast<float>(kl), static_cast<float>(margin), flip, domain, phase, depth};
+  if (sample.size() == kSample) {
+    std::pop_heap(sample.begin(), sample.end(), by_hash);
+    sample.back() = p;
+  } else {
+    sample.push_back(p);
+  }
+  std::push_heap(sample.begin(), sample.end(), by_hash);
+}
+
+// Eight double-double lane sums (TwoSum per lane, GCC vector extensions), folded into an ExactSum at the
+// end: the same value as adding every term to the ExactSum one by one, up to ~1e-32 relative.
+typedef double V8d __attribute__((vector_size(64)));
+typedef std::int64_t V8l __attribute__((vector_size(64)));
+typedef std::uint8_t V8b __attribute__((vector_size(8)));
+
+struct LaneSum {
+  V8d hi{}, lo{};
+  inline void add(V8d x) {
+    const V8d s = hi + x;
+    const V8d bp = s - hi;
+    lo += (hi - (s - bp)) + (x - bp);
+    hi = s;
+  }
+  void fold_into(ExactSum& e) const {
+    for (int l = 0; l < 8; ++l) e.add(hi[l]);
+    for (int l = 0; l < 8; ++l) e.add(lo[l]);
+  }
+};
+
+// Eight entries from i of array x; entries at or past e read as 0 (the last group of a run).
+template <typename V, typename T>
+inline V load8(const T* x, int i, int e) {
+  V v{};
+  if (i + 8 <= e) {
+    __builtin_memcpy(&v, x + i, sizeof(v));
+  } else {
+    for (int l = 0; l < 8 && i + l < e; ++l) v[l] = x[i + l];
+  }
+  return v;
+}
+
+inline V8l mask_of(V8b b) { return __builtin_convertvector(b, V8l) != 0; }
+
+// Sums of the run [s, e) of one cell.
+void add_cell_run(CellStats& c, const PositionBlock& b, int s, int e, int k) {
+  LaneSum kl, kl_sq, dp, dp_sq, nr, nc, nd, nd_sq, sg, ms;
+  V8l n_fin{}, n_tok{}, n_sig{}, n_clamp{};
+  V8d mx{};
+  for (int i = s; i < e; i += 8) {
+    const V8l fin = mask_of(load8<V8b>(b.finite, i, e));
+    const V8l tok = mask_of(load8<V8b>(b.token, i, e));
+    const V8l clamp = mask_of(load8<V8b>(b.clamped, i, e));
+    const V8d x = fin ? load8<V8d>(b.kl, i, e) : V8d{};
+    kl.add(x);
+    kl_sq.add(x * x);
+    ms.add(fin ? load8<V8d>(b.mass, i, e) : V8d{});
+    mx = x > mx ? x : mx;
+    // delta_p, nll_ref, nll_cand are 0 where token is 0.
+    const V8d d = load8<V8d>(b.delta_p, i, e), r = load8<V8d>(b.nll_ref, i, e),
+              q = load8<V8d>(b.nll_cand, i, e);
+    dp.add(d);
+    dp_sq.add(d * d);
+    nr.add(r);
+    nc.add(q);
+    nd.add(q - r);
+    nd_sq.add((q - r) * (q - r));
+    const V8d sv = load8<V8d>(b.sigma2, i, e);
+    const V8l sf = (sv - sv) == 0;  // finite (padding: 0, but it is not counted below)
+    const V8l in = (V8l{0, 1, 2, 3, 4, 5, 6, 7} + i) < e;
+    sg.add(sf ? sv : V8d{});
+    n_fin -= fin;
+    n_tok -= tok;
+    n_sig -= sf & in;
+    n_clamp -= clamp;
+  }
+  std::uint64_t nf = 0, nt = 0, ns = 0, ncl = 0;
+  double m_max = c.kl_max;
+  for (int l = 0; l < 8; ++l) {
+    nf += n_fin[l];
+    nt += n_tok[l];
+    ns += n_sig[l];
+    ncl += n_clamp[l];
+    m_max = mx[l] > m_max ? mx[l] : m_max;
+  }
+  const std::uint64_t m = static_cast<std::uint64_t>(e - s);
+  c.n += m;
+  c.nonfinite += m - nf;
+  c.upper_infinite += m - nf;
+  c.q_other_clamped += ncl;
+  c.n_token += nt;
+  c.n_sigma += ns;
+  c.ids_total += m * static_cast<std::uint64_t>(k);
+  c.ids_covered += m * static_cast<std::uint64_t>(k);
+  c.kl_max = m_max;
+  kl.fold_into(c.kl);
+  kl_sq.fold_into(c.kl_sq);
+  ms.fold_into(c.mass);
+  dp.fold_into(c.delta_p);
+  dp_sq.fold_into(c.delta_p_sq);
+  nr.fold_into(c.nll_ref);
+  nc.fold_into(c.nll_cand);
+  nd.fold_into(c.nll_diff);
+  nd_sq.fold_into(c.nll_diff_sq);
+  sg.fold_into(c.sigma2);
+  if (nf == m) {  // the common case: every KL finite
+    const std::size_t at = c.kl_values.size();
+    c.kl_values.resize(at + m);
+    float* out = c.kl_values.data() + at;
+    for (int i = s; i < e; ++i) out[i - s] = static_cast<float>(b.kl[i]);
+  }
+  for (int i = s; i < e; ++i) {
+    const double mg = b.margin[i];  // margin_bin, branch-free (NaN → 0)
+    const int bin = (mg > 0) + (mg > 0.1) + (mg > 0.25) + (mg > 0.5) + (mg > 1.0) + (mg > 2.0) + (mg > 5.0);
+    ++c.bin_n[bin];
+    c.bin_flips[bin] += b.flip[i];
+    if (b.finite[i]) {
+      if (nf != m) c.kl_values.push_back(static_cast<float>(b.kl[i]));
+      if (b.flip[i]) c.flipped_kl.push_back(static_cast<float>(b.kl[i]));
+    }
+  }
+}
+
+}  // namespace
+
+namespace {
+// Keeps the kSample smallest hashes as a heap; returns the largest kept hash (the cut for new points).
+std::uint64_t trim_sample(std::vector<SamplePoint>& sample) {
+  constexpr std::size_t kSample = JudgeAccumulator::kSample;
+  auto by_hash = [](const SamplePoint& a, const SamplePoint& b) { return a.hash < b.hash; };
+  if (sample.size() > kSample) {
+    std::nth_element(sample.begin(), sample.begin() + (kSample - 1), sample.end(), by_hash);
+    sample.resize(kSample);
+  }
+  std::make_heap(sample.begin(), sample.end(), by_hash);
+  return sample.size() == kSample ? sample.front().hash : ~std::uint64_t{0};
+}
+}  // namespace
+
+void JudgeAccumulator::finish_blocks() { sample_cut = trim_sample(sample); }
+
+void JudgeAccumulator::add_block(const PositionBlock& b) {
+  if (sample.size() >= kSample && sample_cut == ~std::uint64_t{0}) sample_cut = trim_sample(sample);
+  if (sample.capacity() < 4 * kSample) sample.reserve(4 * kSample);  // no reallocation while collecting
+  for (int s = 0; s < b.n;) {                                        // runs of one cell
+    int e = s + 1;
+    while (e < b.n && b.cell[e] == b.cell[s]) ++e;
+    add_cell_run(cells[b.cell[s]], b, s, e, k);
+    s = e;
+  }
+  for (int s = 0; s < b.n;) {  // runs of one segment: Σ KL per segment
+    int e = s + 1;
+    while (e < b.n && b.segment[e] == b.segment[s]) ++e;
+    const int seg = b.segment[s];
+    if (seg >= 0 && seg < n_segments) {
+      LaneSum sum;
+      V8l cnt{};
+      for (int i = s; i < e; i += 8) {
+        const V8l fin = mask_of(load8<V8b>(b.finite, i, e));
+        sum.add(fin ? load8<V8d>(b.kl, i, e) : V8d{});
+        cnt -= fin;
+      }
+      sum.fold_into(segment_kl[seg]);
+      for (int l = 0; l < 8; ++l) segment_n[seg] += static_cast<std::uint64_t>(cnt[l]);
+    }
+    s = e;
+  }
+  for (int i = 0; i < b.n; ++i) {
+    const double m = b.margin[i];
+    const int fb = fine_bin(m);
+    ++fine_n[fb];
+    fine_flips[fb] += b.flip[i];
+    if (m - m == 0) fine_margin_sum[fb].add(m);
+    const std::int64_t pos = b.position0 + i;
+    if (b.flip[i] && m > 1.0 && high_margin_flips.size() < kHighMarginList)
+      high_margin_flips.emplace_back(pos, m);
+    const std::uint64_t h = hash_of(pos);
+    if (h < sample_cut) {
+      sample.push_back({h, pos, static_cast<float>(b.finite[i] ? b.kl[i] : INFINITY), static_cast<float>(m),
+                        b.flip[i] != 0, b.domain[i], b.phase[i], b.depth[i]});
+      if (sample.size() >= 4 * kSample) sample_cut = trim_sample(sample);
+    }
+  }
+}
+
 void JudgeAccumulator::add(const PositionRecord& r) {
   CellStats& c = cells[r.cell];
   c.add(r);
@@ -169,26 +374,8 @@ void JudgeAccumulator::add(const PositionRecord& r) {
   }
   if (r.flip && r.margin > 1.0 && high_margin_flips.size() < kHighMarginList)
     high_margin_flips.emplace_back(r.position, r.margin);
-  // Sample point: keep the kSample smallest hashes (a max-heap while filling).
-  std::uint64_t h = position_hash(r.position);
-  auto by_hash = [](const SamplePoint& a, const SamplePoint& b) { return a.hash < b.hash; };
-  if (sample.size() < kSample || h < sample.front().hash) {
-    SamplePoint p{h,
-                  r.position,
-                  static_cast<float>(finite ? r.score.kl : INFINITY),
-                  static_cast<float>(r.margin),
-                  r.flip,
-                  r.domain,
-                  r.phase,
-                  r.depth};
-    if (sample.size() == kSample) {
-      std::pop_heap(sample.begin(), sample.end(), by_hash);
-      sample.back() = p;
-    } else {
-      sample.push_back(p);
-    }
-    std::push_heap(sample.begin(), sample.end(), by_hash);
-  }
+  offer_sample(sample, r.position, finite ? r.score.kl : INFINITY, r.margin, r.flip, r.domain, r.phase,
+               r.depth);
 }
 
 namespace {
@@ -253,10 +440,13 @@ void JudgeAccumulator::merge(const JudgeAccumulator& o) {
   auto by_hash = [](const SamplePoint& a, const SamplePoint& b) { return a.hash < b.hash; };
   std::vector<SamplePoint> all = sample;
   all.insert(all.end(), o.sample.begin(), o.sample.end());
-  std::sort(all.begin(), all.end(), by_hash);
-  if (all.size() > kSample) all.resize(kSample);
+  if (all.size() > kSample) {  // the kSample smallest hashes (distinct: position_hash is a bijection)
+    std::nth_element(all.begin(), all.begin() + (kSample - 1), all.end(), by_hash);
+    all.resize(kSample);
+  }
   sample = std::move(all);
   std::make_heap(sample.begin(), sample.end(), by_hash);
+  sample_cut = ~std::uint64_t{0};
 }
 
 // ---- serialisation --------------------------------------------------------------------------------

@@ -55,6 +55,23 @@ struct PositionRecord {
   double full_kl = NAN;  // full-vocabulary KL when both full rows were given
 };
 
+// Per-position values of up to kMax consecutive positions as structure of arrays: what the judge's fast
+// path (every id covered, no full logits) hands to JudgeAccumulator::add_block. add_block gives the same
+// numbers as add() on the equivalent PositionRecords (tested). Arrays have 8 spare entries so that lane
+// loops may read past n.
+struct PositionBlock {
+  static constexpr int kMax = 512, kPad = kMax + 8;
+  int n = 0;
+  std::int64_t position0 = 0;  // golden index of entry 0
+  alignas(64) double kl[kPad], sigma2[kPad], mass[kPad], margin[kPad];
+  alignas(64) double delta_p[kPad], nll_ref[kPad], nll_cand[kPad];  // 0 where token[i] is 0
+  alignas(64) std::int32_t cell[kPad], segment[kPad], depth[kPad];
+  alignas(64) std::uint8_t finite[kPad];  // KL finite and the candidate row not broken (!nonfinite)
+  alignas(64) std::uint8_t flip[kPad];
+  alignas(64) std::uint8_t token[kPad];  // delta_p, nll_ref and nll_cand known and finite
+  alignas(64) std::uint8_t clamped[kPad], domain[kPad], phase[kPad];
+};
+
 struct CellStats {
   std::uint64_t n = 0, nonfinite = 0, q_other_clamped = 0;
   ExactSum kl, kl_sq;  // over positions with finite KL
@@ -115,7 +132,8 @@ struct JudgeAccumulator {
   std::vector<ExactSum> segment_kl;  // per segment: Σ KL (finite)
   std::vector<std::uint64_t> segment_n;
   std::vector<WorstPosition> worst;  // sorted by KL desc, then position asc; ≤ kWorst
-  std::vector<SamplePoint> sample;   // ≤ kSample, sorted by hash
+  std::vector<SamplePoint> sample;   // ≤ kSample, a max-heap by hash (outside add_block … finish_blocks)
+  std::uint64_t sample_cut = ~std::uint64_t{0};  // add_block: points with a hash ≥ this cannot enter
   std::vector<std::pair<std::int64_t, double>>
       high_margin_flips;  // (position, margin), first kHighMarginList
 
@@ -125,6 +143,12 @@ struct JudgeAccumulator {
   // Adds one position; `worst` is filled by the caller via wants_worst()/offer_worst() to avoid building
   // the details for every position.
   void add(const PositionRecord& r);
+  // The same for positions [b.position0, b.position0 + b.n), every id covered, no full-vocabulary KL.
+  // Call finish_blocks() after the last add_block: while adding blocks, the plot sample collects the
+  // points below a moving cut without keeping a heap (cheap), and finish_blocks() trims it to the kSample
+  // smallest hashes again.
+  void add_block(const PositionBlock& b);
+  void finish_blocks();
   bool wants_worst(double kl, std::int64_t position) const;
   void offer_worst(const WorstPosition& w);
   // Merges a shard or chunk. Throws kc::Error when the two do not belong together (k, domains, overlap).

@@ -7,6 +7,10 @@
 
 #include "metrics/fastmath.h"
 
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
 namespace kc {
 
 int margin_bin(double m) {
@@ -31,89 +35,140 @@ inline double other_term(double p_o, double lp_o, double ln_q_o) {
   return p_o > 0 ? p_o * (lp_o - ln_q_o) : 0.0;
 }
 
-// Eight independent f32 lane sums over blocks of 8 ids (kept out of line: inside score_topk's control flow
-// GCC does not vectorise it).
-struct Lanes {
-  static constexpr int B = 8;
-  alignas(32) float kl[B] = {}, mass[B] = {}, q[B] = {}, d[B] = {}, d2[B] = {};
-  alignas(32) std::int32_t bad[B] = {};
-  [[gnu::noinline]] void add(const float* __restrict a, const float* __restrict b) {
-    for (int l = 0; l < B; ++l) {
-      const float p = fastmath::exp_f32(a[l]);
-      const float qq = fastmath::exp_f32(b[l]);
-      const float dd = b[l] - a[l];
-      // p·(lp − lq) with 0·x = 0 (p = 0 where lp = −inf): zero δ by a bit mask, which stays branch-free.
-      const float dk =
-          std::bit_cast<float>(std::bit_cast<std::int32_t>(dd) & -static_cast<std::int32_t>(p > 0.0f));
-      kl[l] -= p * dk;
-      mass[l] += p;
-      q[l] += qq;
-      d[l] += dd;
-      d2[l] += dd * dd;
-      bad[l] |= static_cast<std::int32_t>(dd - dd != dd - dd);  // δ is ±inf or NaN
-    }
+// One row per lane (GCC vector extensions: AVX-512 where the build has it, narrower vectors otherwise).
+typedef float V16f __attribute__((vector_size(4 * kScoreRows)));
+typedef std::int32_t V16i __attribute__((vector_size(4 * kScoreRows)));
+
+// fastmath::exp_f32 on every lane: the same operations, so the same results.
+inline V16f exp16(V16f x) {
+  const float hi = 88.0f, lo = -87.3f;
+  V16f xc = x < lo ? V16f{} + lo : x;
+  xc = xc > hi ? V16f{} + hi : xc;
+  const float magic = 12582912.0f;
+  V16f t = xc * 1.44269504088896341f + magic;
+  V16f n = t - magic;
+  V16f r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  V16f p = V16f{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  V16i ni = __builtin_convertvector(n, V16i);
+  V16f y = p * reinterpret_cast<V16f>((ni + 127) << 23);
+  y = x < lo ? V16f{} : y;
+  y = x > hi ? V16f{} + std::numeric_limits<float>::infinity() : y;
+  return x != x ? x : y;
+}
+
+// Column j of `rows` rows with stride k; missing rows read as `pad`.
+struct Columns {
+#ifdef __AVX512F__
+  __m512i idx;
+  __mmask16 mask;
+  Columns(int k, int rows)
+      : idx(_mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                               _mm512_set1_epi32(k))),
+        mask(static_cast<__mmask16>((1u << rows) - 1)) {}
+  V16f get(const float* base, int j, float pad) const {
+    return reinterpret_cast<V16f>(_mm512_mask_i32gather_ps(_mm512_set1_ps(pad), mask, idx, base + j, 4));
   }
+#else
+  int k, rows;
+  Columns(int k_, int rows_) : k(k_), rows(rows_) {}
+  V16f get(const float* base, int j, float pad) const {
+    V16f v;
+    for (int r = 0; r < kScoreRows; ++r) v[r] = r < rows ? base[r * k + j] : pad;
+    return v;
+  }
+#endif
 };
 
 }  // namespace
 
+void score_topk_rows(const float* lp, const float* lp_other, const float* lq, const float* lq_other, int k,
+                     int rows, RowScores& out) {
+  constexpr int R = kScoreRows;
+  const Columns col(k, rows);
+  bool need_q = false;  // 1 − Σq is needed only for rows whose candidate tail mass is unknown
+  for (int r = 0; r < rows; ++r) need_q |= std::isnan(lq_other[r]);
+  // Sums over the k ids in f32, per lane: two accumulators each (even and odd j) for KL and δ, which
+  // halves the rounding chain. δ is taken relative to δ_0 (the variance does not change; the normalisation
+  // shift between the two rows no longer cancels in Σδ² − (Σδ)²/k). Padded rows: p = q = δ = 0.
+  V16f kl0{}, kl1{}, mass{}, q0{}, q1{}, e0{}, e1{}, s0{}, s1{};
+  V16i bad{};
+  const V16f shift = col.get(lq, 0, -200.0f) - col.get(lp, 0, -200.0f);
+  for (int j = 0; j < k; ++j) {
+    const V16f a = col.get(lp, j, -200.0f), b = col.get(lq, j, -200.0f);
+    const V16f p = exp16(a);
+    const V16f dd = b - a;
+    // p·(lp − lq) with 0·x = 0 (p = 0 where lp = −inf): zero δ by a bit mask, which stays branch-free.
+    const V16f dk = reinterpret_cast<V16f>(reinterpret_cast<V16i>(dd) & (p > 0.0f));
+    const V16f e = dd - shift;
+    if (j & 1) {
+      kl1 -= p * dk;
+      e1 += e;
+      s1 += e * e;
+    } else {
+      kl0 -= p * dk;
+      e0 += e;
+      s0 += e * e;
+    }
+    mass += p;
+    if (need_q) {
+      if (j & 1)
+        q1 += exp16(b);
+      else
+        q0 += exp16(b);
+    }
+    bad |= (dd - dd) != (dd - dd);  // δ is ±inf or NaN
+  }
+  const double kk = k;
+  for (int r = 0; r < R; ++r) {  // vectorised: f64 exp of the tail masses
+    const double lpo = lp_other[r < rows ? r : 0];
+    const double lqo = lq_other[r < rows ? r : 0];
+    const double p_o = fastmath::exp_f64(lpo);
+    out.kl[r] =
+        (static_cast<double>(kl0[r]) + static_cast<double>(kl1[r])) + (p_o > 0 ? p_o * (lpo - lqo) : 0.0);
+    out.mass[r] = mass[r];
+    const double sd = static_cast<double>(e0[r]) + static_cast<double>(e1[r]);
+    const double sd2 = static_cast<double>(s0[r]) + static_cast<double>(s1[r]);
+    const double v = (sd2 - sd * sd / kk) / (kk - 1);
+    out.sigma2[r] = k >= 2 && bad[r] == 0 ? (v < 0 ? 0.0 : v) : NAN;
+    out.q_other_clamped[r] = false;
+  }
+  if (!need_q) return;
+  for (int r = 0; r < rows; ++r) {
+    if (!std::isnan(lq_other[r])) continue;
+    // Unknown candidate tail: 1 − Σq, clamped at the resolution of that difference.
+    double q_o = 1.0 - (static_cast<double>(q0[r]) + static_cast<double>(q1[r])), floor = q_other_floor(k);
+    if (!(q_o >= floor) && !std::isnan(q_o)) {
+      out.q_other_clamped[r] = true;
+      q_o = floor;
+    }
+    const double lpo = lp_other[r];
+    const double p_o = fastmath::exp_f64(lpo);
+    out.kl[r] =
+        (static_cast<double>(kl0[r]) + static_cast<double>(kl1[r])) + other_term(p_o, lpo, std::log(q_o));
+  }
+}
+
 PositionScore score_topk(const float* lp, float lp_other, const float* lq, float lq_other,
                          const std::uint8_t* covered, int k) {
   PositionScore s;
-  double p_o = fastmath::exp_f64(static_cast<double>(lp_other));
   if (!covered) {
-    // Fast path (every id covered): blocks of 8 ids, element-wise f32 exp and 8
-    // independent f32 lane sums (≤ 512 terms each for k ≤ 4096), added up in f64 in a fixed order: the
-    // compiler vectorises it without reassociating, so the result does not depend on the build.
-    constexpr int B = Lanes::B;
-    Lanes lanes;
-    for (int j0 = 0; j0 < k; j0 += B) {
-      const int m = k - j0 < B ? k - j0 : B;
-      if (m == B) {
-        lanes.add(lp + j0, lq + j0);
-        continue;
-      }
-      // The last, partial block, padded with equal finite log-probs far below exp's range: p = q = 0 and
-      // δ = 0, so no masks are needed.
-      alignas(32) float a[B], b[B];
-      for (int l = 0; l < B; ++l) {
-        a[l] = l < m ? lp[j0 + l] : -200.0f;
-        b[l] = l < m ? lq[j0 + l] : -200.0f;
-      }
-      lanes.add(a, b);
-    }
-    double kl = 0, mass = 0, sum_q = 0, sum_d = 0, sum_d2 = 0;
-    bool nonfinite = false;
-    for (int l = 0; l < B; ++l) {
-      kl += lanes.kl[l];
-      mass += lanes.mass[l];
-      sum_q += lanes.q[l];
-      sum_d += lanes.d[l];
-      sum_d2 += lanes.d2[l];
-      nonfinite |= lanes.bad[l] != 0;
-    }
-    double ln_q_o;
-    if (!std::isnan(lq_other)) {
-      ln_q_o = lq_other;
-    } else {
-      double q_o = 1.0 - sum_q, floor = q_other_floor(k);
-      if (!(q_o >= floor)) {
-        if (!std::isnan(q_o)) s.q_other_clamped = true;
-        q_o = std::isnan(q_o) ? q_o : floor;
-      }
-      ln_q_o = std::log(q_o);
-    }
-    kl += other_term(p_o, lp_other, ln_q_o);
-    s.kl = s.kl_upper = kl;
+    RowScores rs;
+    score_topk_rows(lp, &lp_other, lq, &lq_other, k, 1, rs);
+    s.kl = s.kl_upper = rs.kl[0];
     s.covered = k;
-    s.mass = s.mass_covered = mass;
-    if (k >= 2 && !nonfinite) {
-      double kk = k;
-      s.sigma2 = (sum_d2 - sum_d * sum_d / kk) / (kk - 1);
-      if (s.sigma2 < 0) s.sigma2 = 0;
-    }
+    s.mass = s.mass_covered = rs.mass[0];
+    s.sigma2 = rs.sigma2[0];
+    s.q_other_clamped = rs.q_other_clamped[0];
     return s;
   }
+  double p_o = fastmath::exp_f64(static_cast<double>(lp_other));
   // Partial coverage: missing ids join the other bucket on both sides.
   double kl = 0, mass = 0, mass_cov = 0, sum_q = 0, sum_d = 0, sum_d2 = 0;
   double missing_p = 0;

@@ -45,6 +45,17 @@ struct PositionScore {
 PositionScore score_topk(const float* lp, float lp_other, const float* lq, float lq_other,
                          const std::uint8_t* covered, int k);
 
+// The fast path of score_topk (every id covered) on `rows` ≤ kScoreRows consecutive rows at once (row r at
+// lp + r·k, lq + r·k, lp_other[r], lq_other[r]), one row per SIMD lane: f32 exp and f32 sums over the k
+// ids, the rest in f64. score_topk(…, nullptr, k) is this with rows = 1, so both give the same numbers.
+inline constexpr int kScoreRows = 16;
+struct RowScores {
+  double kl[kScoreRows], sigma2[kScoreRows], mass[kScoreRows];
+  bool q_other_clamped[kScoreRows];
+};
+void score_topk_rows(const float* lp, const float* lp_other, const float* lq, const float* lq_other, int k,
+                     int rows, RowScores& out);
+
 // KL(P‖Q) over the full vocabulary from two logit rows (log-softmax in f64). NaN if any input is NaN.
 double full_vocab_kl(const float* ref_logits, const float* cand_logits, std::size_t vocab);
 

@@ -2,7 +2,9 @@
 // accumulators' merge against a single pass.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -215,6 +217,200 @@ TEST(Accumulator, MergeOfShardsEqualsOnePass) {
   // Overlapping shards are refused.
   JudgeAccumulator bad = fill(100, 200);
   EXPECT_THROW(m.merge(bad), Error);
+}
+
+// The judge's fast path: 16 rows at once (one per SIMD lane) against one row at a time and against a
+// long-double evaluation of the formula, on rows with padding (rows < 16), k not a multiple of 8, an
+// unknown candidate tail, −inf and NaN candidate log-probs.
+TEST(Distribution, RowsMatchOneRowAndTheFormula) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> nd(0, 1);
+  for (int k : {1, 2, 5, 20, 37}) {
+    for (int rows : {16, 11, 1}) {
+      std::vector<float> lp(rows * k), lq(rows * k), lpo(rows), lqo(rows);
+      for (int r = 0; r < rows; ++r) {
+        std::vector<float> z(k + 1), zq(k + 1);
+        const float t = std::exp(nd(rng));
+        for (auto& x : z) x = nd(rng) * t;
+        std::sort(z.begin(), z.begin() + k, std::greater<float>());
+        for (int j = 0; j <= k; ++j) zq[j] = z[j] + 0.05f * nd(rng);
+        auto lse = [](const std::vector<float>& v) {
+          double m = *std::max_element(v.begin(), v.end()), s = 0;
+          for (float x : v) s += std::exp(x - m);
+          return m + std::log(s);
+        };
+        const double a = lse(z), b = lse(zq);
+        for (int j = 0; j < k; ++j) {
+          lp[r * k + j] = static_cast<float>(z[j] - a);
+          lq[r * k + j] = static_cast<float>(zq[j] - b);
+        }
+        lpo[r] = static_cast<float>(z[k] - a);
+        lqo[r] = r % 3 == 1 ? NAN : static_cast<float>(zq[k] - b);
+      }
+      if (rows > 5) lq[4 * k] = -INFINITY;  // q = 0 where p > 0: KL = +inf
+      if (rows > 6) lq[6 * k + k / 2] = NAN;
+      RowScores rs;
+      score_topk_rows(lp.data(), lpo.data(), lq.data(), lqo.data(), k, rows, rs);
+      for (int r = 0; r < rows; ++r) {
+        PositionScore one = score_topk(&lp[r * k], lpo[r], &lq[r * k], lqo[r], nullptr, k);
+        EXPECT_EQ(std::isnan(one.kl), std::isnan(rs.kl[r]));
+        if (!std::isnan(one.kl)) {
+          EXPECT_EQ(one.kl, rs.kl[r]) << k << " " << rows << " " << r;
+        }
+        EXPECT_EQ(one.mass, rs.mass[r]);
+        EXPECT_EQ(std::isnan(one.sigma2), std::isnan(rs.sigma2[r]));
+        if (!std::isnan(one.sigma2)) {
+          EXPECT_EQ(one.sigma2, rs.sigma2[r]);
+        }
+        EXPECT_EQ(one.q_other_clamped, rs.q_other_clamped[r]);
+        // The formula in long double.
+        long double kl = 0, scale = 0, sq = 0, sd = 0, mass = 0;
+        bool bad = false;
+        for (int j = 0; j < k; ++j) {
+          long double p = std::exp(static_cast<long double>(lp[r * k + j]));
+          long double d = static_cast<long double>(lq[r * k + j]) - lp[r * k + j];
+          kl -= p * d;
+          scale += std::fabs(p * d);
+          sq += std::exp(static_cast<long double>(lq[r * k + j]));
+          sd += d;
+          mass += p;
+          bad |= !std::isfinite(static_cast<double>(d));
+        }
+        long double lqo_v = lqo[r];
+        if (std::isnan(lqo[r]))
+          lqo_v = std::log(std::max(1 - sq, static_cast<long double>(q_other_floor(k))));
+        long double po = std::exp(static_cast<long double>(lpo[r]));
+        kl += po * (lpo[r] - lqo_v);
+        scale += std::fabs(po * (lpo[r] - lqo_v));
+        if (bad) {
+          EXPECT_FALSE(std::isfinite(rs.kl[r]) && std::isfinite(static_cast<double>(kl)));
+          EXPECT_TRUE(std::isnan(rs.sigma2[r]));
+          continue;
+        }
+        if (std::isnan(lqo[r]) && rs.q_other_clamped[r]) continue;  // ill-conditioned: 1 − Σq at the floor
+        // f32 sums: 1e-6 of the terms' scale; an unknown tail adds the f32 error of 1 − Σq (k ulps) in ln
+        // q_o.
+        double tol = 1e-6 * static_cast<double>(scale) + 1e-12;
+        if (std::isnan(lqo[r])) tol += static_cast<double>(po * k * 1.2e-7L / (1 - sq));
+        EXPECT_NEAR(rs.kl[r], static_cast<double>(kl), tol) << k << " " << rows << " " << r;
+        EXPECT_NEAR(rs.mass[r], static_cast<double>(mass), 1e-6);
+        if (k >= 2) {
+          long double mean = sd / k, v = 0;
+          for (int j = 0; j < k; ++j) {
+            long double d = static_cast<long double>(lq[r * k + j]) - lp[r * k + j] - mean;
+            v += d * d;
+          }
+          v /= k - 1;
+          EXPECT_NEAR(rs.sigma2[r], static_cast<double>(v), 1e-5 * static_cast<double>(v) + 1e-12);
+        }
+      }
+    }
+  }
+}
+
+// add_block (structure of arrays, lane sums) against add() on the same positions.
+TEST(Accumulator, BlockEqualsOneByOne) {
+  std::mt19937_64 rng(5);
+  const int n = 3000;
+  std::vector<PositionRecord> recs;
+  for (int i = 0; i < n; ++i) {
+    PositionRecord r = random_record(rng, 1000 + i);
+    // Runs of cells and segments, as in a golden.
+    r.domain = (i / 700) % 2;
+    r.phase = (i / 300) % 2;
+    r.depth = 1000 + i;
+    r.segment = i / 700;
+    r.cell = cell_index(r.domain, depth_bucket(r.depth), r.phase);
+    if (i % 97 == 0) r.score.sigma2 = NAN;
+    if (i % 89 == 0) r.delta_p = r.nll_cand = r.nll_ref = NAN;
+    r.score.q_other_clamped = i % 83 == 0;
+    r.score.mass = r.score.mass_covered = 0.5 + 0.4 * std::sin(i);
+    r.score.kl_upper = r.score.kl;
+    if (i % 211 == 0) r.score.kl = r.score.kl_upper = INFINITY;
+    recs.push_back(r);
+  }
+  JudgeAccumulator one, blk;
+  for (auto* a : {&one, &blk}) {
+    a->init(20, {"code", "prose"}, 5);
+    a->add_range(1000, 1000 + n);
+  }
+  for (auto& r : recs) one.add(r);
+  auto B = std::make_unique<PositionBlock>();
+  for (int i0 = 0; i0 < n; i0 += PositionBlock::kMax) {
+    B->n = std::min(PositionBlock::kMax, n - i0);
+    B->position0 = 1000 + i0;
+    for (int t = 0; t < B->n; ++t) {
+      const PositionRecord& r = recs[i0 + t];
+      B->kl[t] = r.score.kl;
+      B->sigma2[t] = r.score.sigma2;
+      B->mass[t] = r.score.mass;
+      B->margin[t] = r.margin;
+      const bool tok = std::isfinite(r.delta_p) && std::isfinite(r.nll_cand) && std::isfinite(r.nll_ref);
+      B->token[t] = tok;
+      B->delta_p[t] = tok ? r.delta_p : 0;
+      B->nll_ref[t] = tok ? r.nll_ref : 0;
+      B->nll_cand[t] = tok ? r.nll_cand : 0;
+      B->cell[t] = r.cell;
+      B->segment[t] = r.segment;
+      B->depth[t] = r.depth;
+      B->finite[t] = std::isfinite(r.score.kl) && !r.nonfinite;
+      B->flip[t] = r.flip;
+      B->clamped[t] = r.score.q_other_clamped;
+      B->domain[t] = r.domain;
+      B->phase[t] = r.phase;
+    }
+    blk.add_block(*B);
+  }
+  blk.finish_blocks();
+  // Counts and lists equal; double-double sums round to the same double.
+  for (std::size_t c = 0; c < one.cells.size(); ++c) {
+    const CellStats &a = one.cells[c], &b = blk.cells[c];
+    EXPECT_EQ(a.n, b.n);
+    EXPECT_EQ(a.nonfinite, b.nonfinite);
+    EXPECT_EQ(a.q_other_clamped, b.q_other_clamped);
+    EXPECT_EQ(a.n_token, b.n_token);
+    EXPECT_EQ(a.n_sigma, b.n_sigma);
+    EXPECT_EQ(a.ids_total, b.ids_total);
+    EXPECT_EQ(a.ids_covered, b.ids_covered);
+    EXPECT_EQ(a.positions_partial, b.positions_partial);
+    EXPECT_EQ(a.upper_infinite, b.upper_infinite);
+    EXPECT_EQ(a.bin_n, b.bin_n);
+    EXPECT_EQ(a.bin_flips, b.bin_flips);
+    EXPECT_EQ(a.kl_max, b.kl_max);
+    EXPECT_EQ(a.kl_values, b.kl_values);
+    EXPECT_EQ(a.flipped_kl, b.flipped_kl);
+    for (auto [x, y] : {std::pair{&a.kl, &b.kl},
+                        {&a.kl_sq, &b.kl_sq},
+                        {&a.delta_p, &b.delta_p},
+                        {&a.delta_p_sq, &b.delta_p_sq},
+                        {&a.nll_ref, &b.nll_ref},
+                        {&a.nll_cand, &b.nll_cand},
+                        {&a.nll_diff, &b.nll_diff},
+                        {&a.nll_diff_sq, &b.nll_diff_sq},
+                        {&a.sigma2, &b.sigma2},
+                        {&a.mass, &b.mass},
+                        {&a.mass_missing, &b.mass_missing},
+                        {&a.kl_upper_excess, &b.kl_upper_excess}})
+      EXPECT_EQ(x->value(), y->value()) << c;
+  }
+  EXPECT_EQ(one.fine_n, blk.fine_n);
+  EXPECT_EQ(one.fine_flips, blk.fine_flips);
+  for (int f = 0; f < kFineMarginBins; ++f)
+    EXPECT_EQ(one.fine_margin_sum[f].value(), blk.fine_margin_sum[f].value());
+  EXPECT_EQ(one.segment_n, blk.segment_n);
+  for (int s = 0; s < 5; ++s) EXPECT_EQ(one.segment_kl[s].value(), blk.segment_kl[s].value());
+  EXPECT_EQ(one.high_margin_flips, blk.high_margin_flips);
+  auto by_position = [](std::vector<SamplePoint> v) {  // heap order depends on the insertion order
+    std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.position < b.position; });
+    return nlohmann::json(v.size()).dump() + [&] {
+      std::string s;
+      for (auto& p : v)
+        s += fmt::format("{} {} {} {} {} {} {};", p.position, p.kl, p.margin, p.flip, p.domain, p.phase,
+                         p.depth);
+      return s;
+    }();
+  };
+  EXPECT_EQ(by_position(one.sample), by_position(blk.sample));
 }
 
 TEST(Accumulator, SumsAreCompensated) {
