@@ -35,8 +35,13 @@ int run(int argc, char** argv) {
   app.add_option("--tokenizer", o.tokenizer,
                  "tokenizer (default: the GGUF's metadata or the folder's tokenizer.json)")
       ->check(CLI::ExistingPath);
-  app.add_option("--decode-steps", o.decode_steps, "greedy decode steps after the prefill")
-      ->capture_default_str();
+  auto* steps = app.add_option("--decode-steps", o.decode_steps, "greedy decode steps after the prefill")
+                    ->capture_default_str();
+  app.add_option("--decode-last", o.decode_last,
+                 "decode the prompt's last N tokens one at a time (teacher-forced, like a corpus segment's "
+                 "decode_last) instead of greedy steps; the prefill is the rest (0 = off)")
+      ->capture_default_str()
+      ->excludes(steps);
   app.add_option("--tensors", tensors,
                  "comma-separated hook names to trace (docs/engine.md); default attn.out,mlp.out,hidden and "
                  "gdn.state where the model has it");
@@ -45,6 +50,10 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--prefill-block", o.prefill_block, "feed the prefill in calls of N tokens (0 = one call)")
       ->capture_default_str();
+  app.add_option("--reference-prefill-block", o.reference_prefill_block,
+                 "the reference's prefill calls, if not those of --prefill-block (0 = one call; e.g. "
+                 "--reference gdn=fla --variant gdn=fla --prefill-block 512 --reference-prefill-block 0 "
+                 "shows what feeding the prompt in pieces does)");
   app.add_option("--json", json_out, "also write the result as JSON to this file");
   app.add_option("--dump", o.dump,
                  "write every captured tensor of both runs to this .safetensors (RUN/PHASE/NAME@LAYER)");

@@ -199,6 +199,8 @@ void write_dump(const TraceOptions& o, const TraceResult& res, const Capture& re
                      {"model", o.model},
                      {"variant", res.variant},
                      {"reference", res.reference},
+                     {"prefill_block", std::to_string(res.prefill_block)},
+                     {"reference_prefill_block", std::to_string(res.reference_prefill_block)},
                      {"tensor names", "RUN/PHASE/NAME@LAYER[#HEAD]: RUN ref|var, PHASE prefill|decodeN"}});
 }
 
@@ -216,8 +218,13 @@ TraceResult run_trace(const TraceOptions& o) {
   const Variant reference = parse_variant(o.reference, "--reference");
   if (o.decode_steps < 0 || o.decode_steps > 4096)
     fail("--decode-steps: expected 0 … 4096, got {}", o.decode_steps);
+  if (o.decode_last < 0 || o.decode_last > 4096)
+    fail("--decode-last: expected 0 … 4096, got {}", o.decode_last);
   if (o.prefill_block < 0)
     fail("--prefill-block: expected 0 (one call) or a block size ≥ 1, got {}", o.prefill_block);
+  if (o.reference_prefill_block < -1)
+    fail("--reference-prefill-block: expected 0 (one call) or a block size ≥ 1, got {}",
+         o.reference_prefill_block);
   std::vector<std::string> names = o.tensors.empty() ? kDefaultTensors : o.tensors;
   for (const auto& n : names) {
     if (n == "attn.p")
@@ -233,6 +240,8 @@ TraceResult run_trace(const TraceOptions& o) {
   res.model = o.model;
   res.variant = to_string(variant);
   res.reference = to_string(reference);
+  res.prefill_block = o.prefill_block;
+  res.reference_prefill_block = o.reference_prefill_block < 0 ? o.prefill_block : o.reference_prefill_block;
   Tokenizer tok = load_tokenizer(tokenizer_source(o.model, o.tokenizer));
   res.prompt = tok.encode(read_text(o.prompt_file));
   if (res.prompt.empty())
@@ -241,6 +250,17 @@ TraceResult run_trace(const TraceOptions& o) {
     throw_input_error(o.prompt_file, "--prompt",
                       fmt::format("at most {} tokens (--max-tokens)", o.max_tokens),
                       fmt::format("{} tokens", res.prompt.size()));
+  if (o.decode_last > 0) {
+    const auto n = static_cast<std::size_t>(o.decode_last);
+    if (n >= res.prompt.size())
+      throw_input_error(o.prompt_file, "--decode-last",
+                        fmt::format("a prompt longer than {} tokens (one token at least is prefilled)", n),
+                        fmt::format("{} tokens", res.prompt.size()));
+    res.decoded.assign(res.prompt.end() - static_cast<std::ptrdiff_t>(n), res.prompt.end());
+    res.prompt.resize(res.prompt.size() - n);
+    res.teacher_forced = true;
+  }
+  const int steps = o.decode_last > 0 ? o.decode_last : o.decode_steps;
 
   std::unique_ptr<CausalLM> m = load_causal_lm(o.model);
   check_vocab_size(tok, m->vocab_size(), o.model, !is_gguf_model(o.model));
@@ -249,7 +269,7 @@ TraceResult run_trace(const TraceOptions& o) {
   // is idempotent), unless the reference rounded the weights and the variant must not.
   Capture ref(names), var(names);
   auto ref_usage = apply_variant(*m, reference, [&](const engine::TensorEvent& ev) { ref.on(ev); });
-  Run rr = run_once(*m, res.prompt, o.prefill_block, o.decode_steps, res.decoded, ref);
+  Run rr = run_once(*m, res.prompt, res.reference_prefill_block, steps, res.decoded, ref);
   if (!o.tensors.empty())
     for (const auto& n : names)
       if (!ref.seen(n))
@@ -258,7 +278,7 @@ TraceResult run_trace(const TraceOptions& o) {
   ref_usage->check("--reference");
   if (reference.bf16_base && !variant.bf16_base) m = load_causal_lm(o.model);
   auto usage = apply_variant(*m, variant, [&](const engine::TensorEvent& ev) { var.on(ev); });
-  Run vr = run_once(*m, res.prompt, o.prefill_block, o.decode_steps, res.decoded, var);
+  Run vr = run_once(*m, res.prompt, o.prefill_block, steps, res.decoded, var);
   usage->check("--variant");
   m->set_hook(nullptr);
 
@@ -302,9 +322,14 @@ TraceResult run_trace(const TraceOptions& o) {
 
 std::string trace_text(const TraceResult& r) {
   std::string s = fmt::format(
-      "kerncheck trace: {}\nvariant {} against reference {}; prompt {} tokens, {} decode steps (the "
-      "reference's greedy tokens)\nrelative error ‖variant − reference‖₂ / ‖reference‖₂:\n",
-      r.model, r.variant, r.reference, r.prompt.size(), r.decoded.size());
+      "kerncheck trace: {}\nvariant {} against reference {}; prompt {} tokens, {} decode steps ({})\n"
+      "relative error ‖variant − reference‖₂ / ‖reference‖₂:\n",
+      r.model, r.variant, r.reference, r.prompt.size(), r.decoded.size(),
+      r.teacher_forced ? "the prompt's last tokens" : "the reference's greedy tokens");
+  auto calls = [](int b) { return b > 0 ? fmt::format("calls of {} tokens", b) : std::string("one call"); };
+  if (r.prefill_block > 0 || r.reference_prefill_block > 0)
+    s += fmt::format("prefill: variant {}, reference {}\n", calls(r.prefill_block),
+                     calls(r.reference_prefill_block));
   s += fmt::format("{:>5}  {:<12} {:>9}", "layer", "tensor", "prefill");
   for (std::size_t i = 0; i < r.decoded.size(); ++i)
     s += fmt::format(" {:>9}", fmt::format("decode{}", i + 1));
@@ -349,8 +374,11 @@ std::string trace_json(const TraceResult& r) {
   j["model"] = r.model;
   j["variant"] = r.variant;
   j["reference"] = r.reference;
+  j["prefill_block"] = r.prefill_block;
+  j["reference_prefill_block"] = r.reference_prefill_block;
   j["prompt_tokens"] = r.prompt.size();
   j["decoded"] = r.decoded;
+  j["teacher_forced"] = r.teacher_forced;
   j["tensors"] = json::array();
   for (const auto& t : r.tensors) {
     json d = json::array();

@@ -31,10 +31,16 @@ struct TraceOptions {
   std::string variant;            // eval/variant.h syntax
   std::string reference = "f32";  // what the variant is compared with (the seed: "bf16", i.e. P kept f32)
   int decode_steps = 4;
+  // > 0: the prompt's last decode_last tokens are decoded one at a time (teacher-forced, as a corpus
+  // segment's decode_last positions) instead of decode_steps greedy steps; the prefill is the rest.
+  int decode_last = 0;
   std::vector<std::string> tensors;  // hook names; empty = attn.out, mlp.out, hidden (+ gdn.state if any)
   std::size_t max_tokens = 1024;     // longer prompts are refused
-  int prefill_block = 0;             // 0: one prefill call; N: calls of N tokens (both runs)
-  std::string dump;                  // optional .safetensors with every captured tensor of both runs
+  int prefill_block = 0;             // 0: one prefill call; N: calls of N tokens (the variant's run)
+  // The reference's prefill calls: -1 = as prefill_block. With the same variant on both sides this
+  // measures what feeding the prompt in pieces alone does (e.g. gdn=fla, one call vs 512-token pieces).
+  int reference_prefill_block = -1;
+  std::string dump;  // optional .safetensors with every captured tensor of both runs
 };
 
 struct TensorTrace {
@@ -52,11 +58,15 @@ struct LogitsTrace {
 
 struct TraceResult {
   std::string model, variant, reference;  // variant, reference: canonical
-  std::vector<std::int32_t> prompt;       // token ids
-  std::vector<std::int32_t> decoded;      // the reference's greedy tokens fed in the decode steps
-  std::vector<TensorTrace> tensors;       // by layer, then in the requested order
-  LogitsTrace prefill_logits;             // last prefill position
+  std::vector<std::int32_t> prompt;       // token ids of the prefill
+  // Fed in the decode steps: the reference's greedy tokens, or (teacher_forced) the prompt's last
+  // decode_last tokens.
+  std::vector<std::int32_t> decoded;
+  bool teacher_forced = false;
+  std::vector<TensorTrace> tensors;  // by layer, then in the requested order
+  LogitsTrace prefill_logits;        // last prefill position
   std::vector<LogitsTrace> decode_logits;
+  int prefill_block = 0, reference_prefill_block = 0;  // 0: one call
 };
 
 TraceResult run_trace(const TraceOptions& o);
