@@ -1,5 +1,5 @@
-"""The exact claims behind the hybrid's recurrent-state experiments (EXPERIMENTS.md "The hybrid's recurrent
-state", scripts/hybrid_experiments.sh), on the trained hybrid tests/data/models/hybrid-tiny with
+"""The exact claims behind the hybrid's recurrent-state experiments (EXPERIMENTS.md "seed 000's recurrent-state findings
+on the hybrid", scripts/hybrid_experiments.sh), on the trained hybrid tests/data/models/hybrid-tiny with
 `kerncheck trace` (docs/lab.md), every figure recomputed from trace's --dump with numpy / ml_dtypes:
 
 - round:gdn.state=N rounds the state only where it is stored: a prompt prefilled in one call (or in one
