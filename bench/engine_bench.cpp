@@ -4,11 +4,15 @@
 //                                                 kc::thread_count() threads, and our fixed-tile gemm_nt
 //   kc_engine_bench model MODEL PREFILL DECODE    prefill PREFILL tokens, then DECODE decode steps
 //   kc_engine_bench memory MODEL T                one T-token prefill, logits discarded; reports maxrss
+//   kc_engine_bench profile MODEL T               one T-token prefill timed per op (wall and process CPU
+//                                                 seconds between the named-tensor hook events)
 #include <cblas.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -88,7 +92,8 @@ int bench_model(const std::string& path, std::size_t n_prefill, std::size_t n_de
   model.prefill(warm, std::span(ids).first(16));
   kc::LlamaState st(model.config());
   t = clock_type::now();
-  model.prefill(st, std::span(ids).first(n_prefill), nullptr);
+  // A sink that takes the logits: an empty one would skip the LM head, which prefill_flops counts.
+  model.prefill(st, std::span(ids).first(n_prefill), [](std::size_t, std::size_t, std::span<const float>) {});
   const double t_prefill = seconds_since(t);
   t = clock_type::now();
   for (std::size_t i = 0; i < n_decode; ++i) model.decode(st, ids[n_prefill + i]);
@@ -101,6 +106,59 @@ int bench_model(const std::string& path, std::size_t n_prefill, std::size_t n_de
       kc::thread_count(), t_load, n_prefill, t_prefill, n_prefill / t_prefill,
       prefill_flops(model.config(), n_prefill) / t_prefill * 1e-9, n_decode, t_decode, n_decode / t_decode,
       maxrss_mb());
+  return 0;
+}
+
+double cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// Where a prefill's time goes: the time between consecutive hook events on the calling thread is charged
+// to the later event's name (docs/engine.md lists what runs before each: "attn.q" = the Q/K/V GEMMs and
+// RoPE, "attn.ctx" = attention, "mlp.norm" = residual add + RMSNorm, "logits" = the LM head, …). Process
+// CPU time (all threads) is robust against other load on the machine; wall time is not.
+int bench_profile(const std::string& path, std::size_t T) {
+  auto model = kc::LlamaModel::load(path);
+  const auto ids = bench_tokens(T, model.config().n_vocab);
+  kc::LlamaState warm(model.config());
+  model.prefill(warm, std::span(ids).first(16));
+  struct Acc {
+    double wall = 0, cpu = 0;
+  };
+  std::map<std::string, Acc> acc;
+  auto last_wall = clock_type::now();
+  double last_cpu = cpu_seconds();
+  model.set_hook([&](const kc::engine::TensorEvent& e) {
+    if (e.head >= 0) return;  // "attn.p" comes from worker threads
+    const auto now = clock_type::now();
+    const double c = cpu_seconds();
+    auto& a = acc[std::string(e.name)];
+    a.wall += std::chrono::duration<double>(now - last_wall).count();
+    a.cpu += c - last_cpu;
+    last_wall = now, last_cpu = c;
+  });
+  kc::LlamaState st(model.config());
+  const auto t0 = clock_type::now();
+  const double c0 = cpu_seconds();
+  model.prefill(st, ids, [&](std::size_t, std::size_t, std::span<const float>) {
+    const auto now = clock_type::now();
+    const double c = cpu_seconds();
+    auto& a = acc["(sink)"];
+    a.wall += std::chrono::duration<double>(now - last_wall).count();
+    a.cpu += c - last_cpu;
+    last_wall = now, last_cpu = c;
+  });
+  const double wall = seconds_since(t0), cpu = cpu_seconds() - c0;
+  std::printf("{\"tokens\": %zu, \"threads\": %d, \"wall_s\": %.4f, \"cpu_s\": %.4f, \"ops\": {", T,
+              kc::thread_count(), wall, cpu);
+  const char* sep = "";
+  for (const auto& [name, a] : acc) {
+    std::printf("%s\"%s\": [%.4f, %.4f]", sep, name.c_str(), a.wall, a.cpu);
+    sep = ", ";
+  }
+  std::printf("}}\n");
   return 0;
 }
 
@@ -127,7 +185,10 @@ int main(int argc, char** argv) {
     if (cmd == "sgemm" && argc == 3) return bench_sgemm(std::stoul(argv[2]));
     if (cmd == "model" && argc == 5) return bench_model(argv[2], std::stoul(argv[3]), std::stoul(argv[4]));
     if (cmd == "memory" && argc == 4) return bench_memory(argv[2], std::stoul(argv[3]));
-    std::fprintf(stderr, "usage: kc_engine_bench sgemm N | model MODEL PREFILL DECODE | memory MODEL T\n");
+    if (cmd == "profile" && argc == 4) return bench_profile(argv[2], std::stoul(argv[3]));
+    std::fprintf(
+        stderr,
+        "usage: kc_engine_bench sgemm N | model MODEL PREFILL DECODE | memory MODEL T | profile MODEL T\n");
     return 2;
   } catch (const kc::Error& e) {
     std::fprintf(stderr, "kc_engine_bench: error: %s\n", e.what());

@@ -5,8 +5,11 @@ Prints: the machine's sgemm rate (OpenBLAS, one large multiply) and our fixed-ti
 prefill (tokens/s, GFLOP/s, fraction of the sgemm rate) and decode (tokens/s) for ours and transformers
 (torch.set_num_threads(THREADS)) with the ratios; the peak memory (maxrss) of an 8k-token prefill.
 
+With --profile, also where our prefill's time goes per op (process CPU seconds between the engine's
+named-tensor hook events, robust against other load on the machine).
+
 Usage: bench/engine_bench.py [--build BUILD] [--model GGUF] [--threads N] [--prefill 512] [--decode 128]
-                             [--memory-tokens 8192] [--no-transformers]
+                             [--memory-tokens 8192] [--no-transformers] [--profile]
 """
 import argparse, json, os, subprocess, sys, time
 
@@ -54,6 +57,7 @@ def main():
     ap.add_argument("--sgemm-n", type=int, default=2048)
     ap.add_argument("--memory-tokens", type=int, default=8192)
     ap.add_argument("--no-transformers", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="per-op CPU time of our prefill")
     a = ap.parse_args()
     exe = os.path.join(a.build, "bench", "kc_engine_bench")
     n = a.threads
@@ -66,6 +70,17 @@ def main():
     us = ours(exe, "model", a.model, a.prefill, a.decode, threads=n)
     print(f"ours: prefill {a.prefill} tokens {us['prefill_tok_s']:.1f} tok/s ({us['prefill_gflops']:.1f} GFLOP/s = "
           f"{us['prefill_gflops'] / sg['openblas_gflops']:.0%} of sgemm), decode {us['decode_tok_s']:.2f} tok/s")
+    if a.profile:
+        # what runs before each hook event (docs/engine.md): the time is charged to the event that ends it
+        what = {"attn.q": "Q/K/V GEMMs + RoPE", "attn.ctx": "attention", "attn.out": "o_proj GEMM",
+                "mlp.gate": "gate+up GEMMs", "mlp.act": "SiLU·up", "mlp.out": "down GEMM", "logits": "LM head GEMM",
+                "attn.norm": "RMSNorm", "mlp.norm": "residual add + RMSNorm", "hidden": "residual add",
+                "embed": "scratch/KV allocation + embedding", "final.norm": "final RMSNorm"}
+        pr = ours(exe, "profile", a.model, a.prefill, threads=n)
+        print(f"profile of a {a.prefill}-token prefill: {pr['cpu_s']:.3f} CPU s, {pr['wall_s']:.3f} s wall")
+        for name, (wall, cpu) in sorted(pr["ops"].items(), key=lambda kv: -kv[1][1]):
+            if cpu >= 0.0005:
+                print(f"  {name:11s} {cpu:7.3f} CPU s {cpu / pr['cpu_s']:4.0%}  {what.get(name, '')}")
     if not a.no_transformers:
         hf = transformers_run(a.model, n, a.prefill, a.decode, 49152)
         print(f"transformers {hf['transformers']} (torch {hf['torch']}): prefill {hf['prefill_tok_s']:.1f} tok/s, "

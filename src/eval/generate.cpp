@@ -103,10 +103,10 @@ Generation generate(const CausalLM& m, std::span<const std::int32_t> prompt, con
   Generation g;
   g.prompt.assign(prompt.begin(), prompt.end());
   auto st = m.new_state();
-  // Prefill all but the last prompt token (its logits are not needed), then decode: the path record
-  // --model takes for an answer segment, so both see the same bits.
-  if (prompt.size() > 1)
-    m.prefill(*st, prompt.first(prompt.size() - 1), [](std::size_t, std::size_t, std::span<const float>) {});
+  // Prefill all but the last prompt token, then decode: the path record --model takes for an answer
+  // segment, so both see the same bits. No prompt logits are needed: the empty sink lets the model skip
+  // its LM head.
+  if (prompt.size() > 1) m.prefill(*st, prompt.first(prompt.size() - 1), LogitsSink{});
   std::vector<float> row = m.decode(*st, prompt.back());
   const std::size_t n_ids = o.vocab_limit ? std::min(o.vocab_limit, V) : V;
   SplitMix64 rng(o.sampling.seed);

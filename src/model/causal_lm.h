@@ -22,6 +22,7 @@
 namespace kc {
 
 // Receives logits rows as prefill produces them: logits [rows, V] for positions pos0 … pos0+rows-1.
+// An empty sink means no logits are wanted: a model may then skip its LM head (LlamaModel does).
 using LogitsSink = std::function<void(std::size_t pos0, std::size_t rows, std::span<const float> logits)>;
 
 class SequenceState {

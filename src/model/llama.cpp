@@ -57,7 +57,7 @@ struct LlamaModel::Scratch {
     q.resize(T * c.n_heads * c.head_dim), ctx.resize(T * c.n_heads * c.head_dim);
     gate.resize(T * c.d_ff), up.resize(T * c.d_ff);
     cos_t.resize(T * c.head_dim / 2), sin_t.resize(T * c.head_dim / 2);
-    logits.resize(T * c.n_vocab);
+    logits.resize(T * c.n_vocab);  // the first resize to a chunk's size is all that allocates
   }
 };
 
@@ -123,8 +123,10 @@ void LlamaModel::layer(std::size_t il, LlamaState& st, std::size_t T, Scratch& s
   report("hidden", static_cast<int>(il), s.pos0, T, config_.d_model, s.x.data());
 }
 
-// One chunk of T tokens at positions st.pos … st.pos+T-1: logits into s.logits [T, V].
-void LlamaModel::forward(LlamaState& st, std::span<const std::int32_t> tokens, Scratch& s) const {
+// One chunk of T tokens at positions st.pos … st.pos+T-1: logits into s.logits [T, V] (unless !logits: a
+// prefill whose caller wants no logits skips the LM head, 20% of the flops).
+void LlamaModel::forward(LlamaState& st, std::span<const std::int32_t> tokens, Scratch& s,
+                         bool logits) const {
   const auto& c = config_;
   const std::size_t T = tokens.size(), D = c.d_model;
   s.resize(c, T);
@@ -138,6 +140,7 @@ void LlamaModel::forward(LlamaState& st, std::span<const std::int32_t> tokens, S
   st.pos += T;
   engine::rmsnorm(s.x.data(), weights_.final_norm.data(), T, D, c.rms_eps, s.xn.data());
   report("final.norm", -1, s.pos0, T, D, s.xn.data());
+  if (!logits) return;
   const auto& head = c.tied_embeddings ? weights_.embed : weights_.lm_head;
   engine::gemm_nt(s.xn.data(), T, D, head.data(), c.n_vocab, s.logits.data());  // logits [T, V]
   report("logits", -1, s.pos0, T, c.n_vocab, s.logits.data());
@@ -155,7 +158,7 @@ void LlamaModel::prefill(LlamaState& st, std::span<const std::int32_t> tokens, c
   Scratch s;
   for (std::size_t b = 0; b < tokens.size(); b += kPrefillChunk) {
     const std::size_t n = std::min(kPrefillChunk, tokens.size() - b);
-    forward(st, tokens.subspan(b, n), s);
+    forward(st, tokens.subspan(b, n), s, static_cast<bool>(sink));
     if (sink) sink(s.pos0, n, {s.logits.data(), n * config_.n_vocab});
   }
 }
@@ -195,7 +198,7 @@ void LlamaModel::for_each_weight(const std::function<void(const std::string&, st
 std::vector<float> LlamaModel::decode(LlamaState& st, std::int32_t token) const {
   check_tokens({&token, 1});
   Scratch s;
-  forward(st, {&token, 1}, s);
+  forward(st, {&token, 1}, s, true);
   return std::move(s.logits);
 }
 

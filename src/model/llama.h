@@ -105,7 +105,7 @@ class LlamaModel : public CausalLM {
 
   // Tokens enter at state.pos; the prompt runs in chunks of kPrefillChunk tokens through the KV cache, so
   // memory stays bounded at any length. Returns logits [T, V] (the sink overload hands them out per chunk
-  // instead: a long prompt then never holds [T, V]).
+  // instead: a long prompt then never holds [T, V]; an empty sink skips the LM head).
   std::vector<float> prefill(LlamaState& state, std::span<const std::int32_t> tokens) const;
   void prefill(LlamaState& state, std::span<const std::int32_t> tokens, const LogitsSink& sink) const;
   // One token at state.pos: logits [V] (GEMV path).
@@ -116,7 +116,8 @@ class LlamaModel : public CausalLM {
   std::size_t vocab_size() const override { return config_.n_vocab; }
   std::size_t n_layers() const override { return config_.n_layers; }
   std::unique_ptr<SequenceState> new_state() const override { return std::make_unique<LlamaState>(config_); }
-  void prefill(SequenceState& st, std::span<const std::int32_t> tokens, const LogitsSink& sink) const override {
+  void prefill(SequenceState& st, std::span<const std::int32_t> tokens,
+               const LogitsSink& sink) const override {
     prefill(static_cast<LlamaState&>(st), tokens, sink);
   }
   std::vector<float> decode(SequenceState& st, std::int32_t token) const override {
@@ -126,11 +127,11 @@ class LlamaModel : public CausalLM {
   void for_each_weight(const std::function<void(const std::string&, std::span<float>)>& fn) override;
   void set_kernel_options(const engine::KernelOptions& o) override { kernel_ = o; }
 
-  static constexpr std::size_t kPrefillChunk = 256;
+  static constexpr std::size_t kPrefillChunk = 512;
 
  private:
   struct Scratch;
-  void forward(LlamaState& state, std::span<const std::int32_t> tokens, Scratch& s) const;
+  void forward(LlamaState& state, std::span<const std::int32_t> tokens, Scratch& s, bool logits) const;
   void attention_block(std::size_t il, LlamaState& state, std::size_t T, Scratch& s) const;
   void mlp_block(std::size_t il, std::size_t T, Scratch& s) const;
   void layer(std::size_t il, LlamaState& state, std::size_t T, Scratch& s) const;

@@ -13,12 +13,35 @@
 namespace kc::engine {
 namespace {
 
-// GEMM tiles. Fixed sizes (functions of the shape only), so the same tile computes the same element for
-// any thread count. Each tile is one sgemm call that packs its rows of x again, so narrow tiles cost
-// packing time; 128 columns of a 576-wide weight still give 5 tiles to share among threads, and the LM
-// head (49152 rows) gets 512-column tiles.
-std::size_t gemm_tile_cols(std::size_t n) { return n >= 8192 ? 512 : 128; }
-constexpr std::size_t kGemmTileRows = 512;
+// GEMM tiles, functions of the shape only, so the same tile computes the same element for any thread
+// count. Each tile is one sgemm call that packs its rows of x and its columns of w again, and packing the
+// activations costs a fair part of a narrow tile's multiply (measured on SmolLM2's shapes, one core:
+// 128-column tiles reach 85–90% of one whole-matrix call, 288–512 columns 90–95%). So: rows in blocks of
+// 256, columns in equal widths (multiples of 16) of at most 512, and at least kMinGemmTiles tiles in all
+// where the columns allow, so that 2 or 4 threads get equal shares (a 512-row chunk: 576 → 2 × 288,
+// 192 → 2 × 96, 1536 → 3 × 512, each with two row blocks).
+// Decode (m == 1) is a GEMV that reads each weight once: 128-column tiles, 512 from 8192 columns.
+constexpr std::size_t kGemmTileRows = 256;
+constexpr std::size_t kGemmMaxTileCols = 512;
+constexpr std::size_t kGemmMinTileCols = 64;
+constexpr std::size_t kMinGemmTiles = 4;
+
+struct GemmTiling {
+  std::size_t rows, cols, row_tiles, col_tiles;
+};
+
+GemmTiling gemm_tiling(std::size_t m, std::size_t n) {
+  if (m == 1) {
+    const std::size_t cb = n >= 8192 ? 512 : 128;
+    return {1, cb, 1, chunk_count(n, cb)};
+  }
+  const std::size_t row_tiles = chunk_count(m, kGemmTileRows);
+  std::size_t col_tiles = chunk_count(n, kGemmMaxTileCols);
+  if (row_tiles * col_tiles < kMinGemmTiles)
+    col_tiles = std::max(col_tiles, std::min(chunk_count(kMinGemmTiles, row_tiles), n / kGemmMinTileCols));
+  const std::size_t cb = (chunk_count(n, std::max<std::size_t>(col_tiles, 1)) + 15) / 16 * 16;
+  return {kGemmTileRows, cb, row_tiles, chunk_count(n, cb)};
+}
 
 // Pointwise ops: chunks of whole rows, about this many elements each.
 constexpr std::size_t kPointwiseChunk = 1 << 15;
@@ -35,11 +58,11 @@ void init_blas() {
 }
 
 void sgemm_nt_serial(const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c,
-                     std::size_t ldc, std::size_t m, std::size_t n, std::size_t k) {
+                     std::size_t ldc, std::size_t m, std::size_t n, std::size_t k, float alpha) {
   if (m == 0 || n == 0) return;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), static_cast<blasint>(n),
-              static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f,
-              c, static_cast<blasint>(ldc));
+              static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb),
+              0.0f, c, static_cast<blasint>(ldc));
 }
 
 void sgemm_nn_serial(const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c,
@@ -54,12 +77,10 @@ void gemm_nt(const float* x, std::size_t m, std::size_t k, const float* w, std::
              const float* bias) {
   init_blas();
   if (m == 0 || n == 0) return;
-  const std::size_t nb = gemm_tile_cols(n);
-  const std::size_t col_tiles = chunk_count(n, nb);
-  const std::size_t row_tiles = chunk_count(m, kGemmTileRows);
-  parallel_for(row_tiles * col_tiles, 1, [&](std::size_t tile, std::size_t, std::size_t) {
-    const std::size_t r0 = (tile / col_tiles) * kGemmTileRows, r1 = std::min(m, r0 + kGemmTileRows);
-    const std::size_t c0 = (tile % col_tiles) * nb, c1 = std::min(n, c0 + nb);
+  const GemmTiling g = gemm_tiling(m, n);
+  parallel_for(g.row_tiles * g.col_tiles, 1, [&](std::size_t tile, std::size_t, std::size_t) {
+    const std::size_t r0 = (tile / g.col_tiles) * g.rows, r1 = std::min(m, r0 + g.rows);
+    const std::size_t c0 = (tile % g.col_tiles) * g.cols, c1 = std::min(n, c0 + g.cols);
     if (m == 1) {  // decode: y[c0:c1] = w[c0:c1, :] · x (a GEMV reads the weight once, no packing)
       cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(c1 - c0), static_cast<blasint>(k), 1.0f,
                   w + c0 * k, static_cast<blasint>(k), x, 1, 0.0f, y + c0, 1);
@@ -77,8 +98,15 @@ void rmsnorm(const float* x, const float* w, std::size_t rows, std::size_t d, fl
     for (std::size_t r = r0; r < r1; ++r) {
       const float* xr = x + r * d;
       float* yr = y + r * d;
-      double ss = 0;  // sum of squares in f64: the mean is then correctly rounded to f32 in practice
-      for (std::size_t i = 0; i < d; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+      // Sum of squares in f64 (the mean is then correctly rounded to f32 in practice), in 8 lanes merged
+      // pairwise: a single running sum is a serial chain of f64 adds that does not vectorise.
+      double lane[8] = {};
+      std::size_t i = 0;
+      for (; i + 8 <= d; i += 8)
+        for (std::size_t l = 0; l < 8; ++l) lane[l] += static_cast<double>(xr[i + l]) * xr[i + l];
+      for (; i < d; ++i) lane[0] += static_cast<double>(xr[i]) * xr[i];
+      const double ss =
+          ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
       const float var = static_cast<float>(ss / static_cast<double>(d));
       const float inv = 1.0f / std::sqrt(var + eps);
       for (std::size_t i = 0; i < d; ++i) yr[i] = w[i] * (xr[i] * inv);
@@ -90,7 +118,7 @@ void silu_mul(const float* gate, const float* up, std::size_t n, float* out) {
   parallel_for(n, kPointwiseChunk, [&](std::size_t, std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) {
       const float g = gate[i];
-      out[i] = g / (1.0f + std::exp(-g)) * up[i];
+      out[i] = g / (1.0f + exp_poly(-g)) * up[i];
     }
   });
 }

@@ -94,8 +94,7 @@ TEST_P(TinyFixture, PrefillAndCachedDecodeMatchTransformers) {
 }
 
 // qwen2-tiny: q/k/v biases and an untied lm_head (scripts/make_qwen2_fixture.py).
-INSTANTIATE_TEST_SUITE_P(Fixtures, TinyFixture,
-                         ::testing::Values("llama-tiny", "qwen3-tiny", "qwen2-tiny"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, TinyFixture, ::testing::Values("llama-tiny", "qwen3-tiny", "qwen2-tiny"));
 
 TEST(Llama, ConfigFromFixtures) {
   const auto l = LlamaModel::load(fixture("llama-tiny")).config();
@@ -114,7 +113,7 @@ TEST(Llama, ConfigFromFixtures) {
 // at chunk boundaries (the KV cache carries the state).
 TEST(Llama, DeterministicAcrossThreadsAndCalls) {
   const auto model = LlamaModel::load(fixture("qwen3-tiny"));
-  std::vector<std::int32_t> ids(300);
+  std::vector<std::int32_t> ids(LlamaModel::kPrefillChunk + 44);  // a full chunk and a part
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 7919 + 13) % 512);
   std::vector<float> first;
   for (int threads : {1, 2, 3}) {
@@ -130,6 +129,25 @@ TEST(Llama, DeterministicAcrossThreadsAndCalls) {
   const auto b = model.prefill(st, std::span(ids).subspan(LlamaModel::kPrefillChunk));
   a.insert(a.end(), b.begin(), b.end());
   EXPECT_EQ(0, std::memcmp(a.data(), first.data(), a.size() * sizeof(float)));
+}
+
+// An empty sink (generate's prompt) skips the LM head but leaves the same cache: the next decode gives the
+// same bits as after a prefill that produced every logit.
+TEST(Llama, EmptySinkSkipsLogitsOnly) {
+  auto model = LlamaModel::load(fixture("llama-tiny"));
+  std::vector<std::int32_t> ids(40);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 31 + 7) % 256);
+  LlamaState full(model.config()), bare(model.config());
+  std::size_t rows = 0;
+  model.prefill(full, ids, [&](std::size_t, std::size_t r, std::span<const float>) { rows += r; });
+  EXPECT_EQ(rows, ids.size());
+  bool saw_logits = false;
+  model.set_hook([&](const engine::TensorEvent& e) { saw_logits |= e.name == "logits"; });
+  model.prefill(bare, ids, LogitsSink{});
+  model.set_hook(nullptr);
+  EXPECT_FALSE(saw_logits);
+  EXPECT_EQ(bare.position(), ids.size());
+  EXPECT_EQ(model.decode(full, 5), model.decode(bare, 5));
 }
 
 TEST(Llama, HookSeesNamedTensorsAndCanChangeThem) {

@@ -59,10 +59,16 @@ TEST(EngineGemm, MatchesScalarTwin) {
   gemm_twin(600, 33, 65, false);  // more than one row tile
 }
 
+TEST(EngineGemm, TilingShapesMatchScalarTwin) {
+  gemm_twin(512, 40, 192, false);   // two row blocks, columns split to make four tiles (2 × 96)
+  gemm_twin(100, 40, 200, true);    // one row block, 3 column tiles of 80 (the last one 40 wide)
+  gemm_twin(300, 24, 1100, false);  // 3 column tiles of 368
+}
+
 TEST(EngineGemm, BitwiseSameForAnyThreadCount) {
   ThreadGuard g;
-  for (std::size_t m : {1, 300}) {
-    const std::size_t k = 200, n = 9000;  // wide tiles (n >= 8192)
+  for (auto [m, n] : {std::pair<std::size_t, std::size_t>{1, 9000}, {300, 9000}, {600, 576}, {100, 192}}) {
+    const std::size_t k = 200;  // n = 9000: wide tiles (n >= 8192); 576, 192: columns split for 2 threads
     const auto x = random_vec(m * k, 4), w = random_vec(n * k, 5);
     std::vector<float> y1(m * n), y;
     set_thread_count(1);
@@ -96,6 +102,31 @@ TEST(EngineRmsnorm, MatchesScalarTwin) {
   std::vector<float> z = x;
   rmsnorm(z.data(), w.data(), rows, d, 1e-5f, z.data());
   EXPECT_EQ(z, y);
+}
+
+// exp_poly against f64 exp over the whole finite range and at the edges it documents.
+TEST(EngineExpPoly, MatchesF64Exp) {
+  double worst = 0;
+  std::vector<float> xs;
+  for (float x = -87.33f; x < 88.37f; x += 0.000731f) xs.push_back(x);
+  for (float x : random_vec(100000, 21, 1.0f)) xs.push_back(x);
+  for (float x : random_vec(100000, 22, 1e-4f)) xs.push_back(x);
+  std::vector<float> ys(xs.size());
+  for (std::size_t i = 0; i < xs.size(); ++i) ys[i] = exp_poly(xs[i]);  // a loop the compiler vectorises
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double ref = std::exp(static_cast<double>(xs[i]));
+    worst = std::max(worst, std::abs(ys[i] - ref) / ref);
+    ASSERT_EQ(ys[i], exp_poly(xs[i])) << xs[i];  // the scalar call gives the vector loop's bits
+  }
+  EXPECT_LT(worst, 2e-7);
+  EXPECT_EQ(exp_poly(0.0f), 1.0f);
+  EXPECT_EQ(exp_poly(-0.0f), 1.0f);
+  EXPECT_EQ(exp_poly(-88.0f), 0.0f);
+  EXPECT_EQ(exp_poly(-INFINITY), 0.0f);
+  EXPECT_EQ(exp_poly(89.0f), INFINITY);
+  EXPECT_EQ(exp_poly(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(exp_poly(NAN)));
+  EXPECT_GT(exp_poly(-87.33f), 0.0f);
 }
 
 TEST(EngineSiluMul, MatchesScalarTwin) {
