@@ -78,7 +78,7 @@ struct HybridState : SequenceState {
 
 class HybridModel : public CausalLM {
  public:
-  // An HF checkpoint folder (config.json model_type qwen3_5 / qwen3_5_text / qwen3_next). Throws kc::Error
+  // An HF checkpoint folder (config.json model_type qwen3_5[_moe][_text] / qwen3_next). Throws kc::Error
   // naming the file, the tensor or field and the expected value.
   static HybridModel load(const std::string& dir);
   // True when config.json's model_type (or text_config.model_type) is a hybrid this class loads.

@@ -37,6 +37,7 @@ struct ConfigReader {
     return v->get<std::size_t>();
   }
   std::size_t positive(const std::string& key, std::optional<std::size_t> fallback = std::nullopt) const {
+    if (!fallback && !find(key)) throw_input_error(path, where + key, "a positive integer", "missing");
     const std::size_t v = uint(key, fallback);
     if (v == 0) throw_input_error(path, where + key, "a positive integer", "0");
     return v;
@@ -65,25 +66,28 @@ HybridConfig parse_config(const json& root, const std::string& path, const HfChe
   HybridConfig c;
   const json* jp = &root;
   std::string where;
-  if (top == "qwen3_5") {
+  // Qwen3.5-MoE (Qwen3_5MoeTextConfig): the Qwen3.5 layer layout with every FFN sparse.
+  const bool all_moe = top == "qwen3_5_moe" || top == "qwen3_5_moe_text";
+  if (top == "qwen3_5" || top == "qwen3_5_moe") {
     c.arch = HybridArch::qwen3_5;
     if (root.contains("text_config") && root["text_config"].is_object()) {
       jp = &root["text_config"];
       where = "text_config.";
     }
-  } else if (top == "qwen3_5_text") {
+  } else if (top == "qwen3_5_text" || top == "qwen3_5_moe_text") {
     c.arch = HybridArch::qwen3_5;
   } else if (top == "qwen3_next") {
     c.arch = HybridArch::qwen3_next;
   } else {
-    throw_input_error(path, "model_type", "qwen3_5, qwen3_5_text or qwen3_next", "'" + top + "'");
+    throw_input_error(path, "model_type",
+                      "qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text or qwen3_next", "'" + top + "'");
   }
   const json& j = *jp;
   const ConfigReader r{j, path, where};
   c.n_vocab = r.positive("vocab_size");
   c.d_model = r.positive("hidden_size");
   c.n_layers = r.positive("num_hidden_layers");
-  c.d_ff = r.positive("intermediate_size");
+  c.d_ff = all_moe ? r.uint("intermediate_size", 0) : r.positive("intermediate_size");  // no dense FFN
   c.rms_eps = static_cast<float>(r.number(j, "rms_norm_eps", 1e-6, where + "rms_norm_eps"));
   if (!(c.rms_eps > 0))
     throw_input_error(path, where + "rms_norm_eps", "a positive number", std::to_string(c.rms_eps));
@@ -154,10 +158,21 @@ HybridConfig parse_config(const json& root, const std::string& path, const HfChe
                       fmt::format("a factor in (0, 1] giving an even rotary dim of head_dim {}", c.head_dim),
                       fmt::format("{} (rotary dim {})", partial, c.rot_dim));
 
-  // MoE (Qwen3-Next): layer i sparse iff i ∉ mlp_only_layers, num_experts > 0, (i+1) % decoder_sparse_step ==
-  // 0
+  // MoE. Qwen3-Next: layer i sparse iff i ∉ mlp_only_layers, num_experts > 0, (i+1) % decoder_sparse_step
+  // == 0. Qwen3.5-MoE: every layer sparse and the top-k always renormalised (Qwen3_5MoeTopKRouter ignores
+  // norm_topk_prob, decoder_sparse_step and mlp_only_layers).
   c.moe.assign(c.n_layers, false);
-  if (c.arch == HybridArch::qwen3_next) {
+  if (all_moe) {
+    c.n_experts = r.positive("num_experts");
+    c.moe.assign(c.n_layers, true);
+    c.top_k = r.positive("num_experts_per_tok");
+    if (c.top_k > c.n_experts)
+      throw_input_error(path, where + "num_experts_per_tok",
+                        fmt::format("at most num_experts {}", c.n_experts), std::to_string(c.top_k));
+    c.moe_ff = r.positive("moe_intermediate_size");
+    c.shared_ff = r.positive("shared_expert_intermediate_size");
+    c.norm_topk = true;
+  } else if (c.arch == HybridArch::qwen3_next) {
     c.n_experts = r.uint("num_experts", 0);
     if (c.n_experts > 0) {
       const std::size_t step = r.positive("decoder_sparse_step", 1);
@@ -190,7 +205,8 @@ HybridConfig parse_config(const json& root, const std::string& path, const HfChe
 }  // namespace
 
 bool HybridModel::is_hybrid_model_type(const std::string& t) {
-  return t == "qwen3_5" || t == "qwen3_5_text" || t == "qwen3_next";
+  return t == "qwen3_5" || t == "qwen3_5_text" || t == "qwen3_5_moe" || t == "qwen3_5_moe_text" ||
+         t == "qwen3_next";
 }
 
 HybridModel HybridModel::load(const std::string& dir) {

@@ -103,7 +103,8 @@ TEST_P(HybridFixture, PrefillInBlocksAgreesToF32Rounding) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HybridFixture,
-                         ::testing::Values("qwen3_5-tiny", "qwen3_next-tiny-dense", "qwen3_next-tiny-moe"));
+                         ::testing::Values("qwen3_5-tiny", "qwen3_next-tiny-dense", "qwen3_next-tiny-moe",
+                                           "qwen3_5_moe-tiny"));
 
 // Rounding "gdn.state" (where the state is stored) leaves a one-block prefill bit-identical and changes
 // what comes after the state was stored: the next prefill block and the decode steps.

@@ -3,11 +3,15 @@ transformers' f32 logits, committed with the fixtures (../shared/tools/make_mode
 `logits` = one-piece prefill of `input_ids`, `decode_logits[j]` = cached decode step predicting token P+j
 after a prefill of P = decode_start+1 tokens).
 
-- Qwen3.5 text, Qwen3-Next dense and MoE fixtures: max |Δlogit| ≤ 1e-4·(1+|logit|) for prefill and decode.
+- Qwen3.5 text, Qwen3.5-MoE (fused experts), Qwen3-Next dense and MoE fixtures: max |Δlogit| ≤
+  1e-4·(1+|logit|) for prefill and decode.
+- Qwen3.5-MoE in the vision-language wrapper and in the per-expert tensor layout: the same bits as the text
+  export with fused experts.
 - Prefill in blocks of 16 (state stored between prefill calls) agrees with one piece to f32 rounding.
 - FLA-style bf16 casts move the logits by about bf16 precision, not more, not zero.
 - The trained hybrid (tests/data/models/hybrid-tiny, when present): its reference prose/code logits.
-- Bitwise identical for KC_THREADS=1, 2, 3; broken checkpoints exit 3 naming the tensor or field.
+- Bitwise identical for KC_THREADS=1, 2, 3; broken checkpoints exit 3 naming the tensor or field (and for
+  Qwen3.5-MoE the expected fused expert shape).
 """
 import json
 import os
@@ -22,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DATA = os.environ.get("KC_TEST_DATA", os.path.join(ROOT, "tests", "data"))
 FIX = os.path.join(DATA, "fixtures")
 TOOL = os.path.join(os.environ.get("KC_BUILD_DIR", os.path.join(ROOT, "build")), "tests", "kc_causal_logits")
-HYBRIDS = ["qwen3_5-tiny", "qwen3_next-tiny-dense", "qwen3_next-tiny-moe"]
+HYBRIDS = ["qwen3_5-tiny", "qwen3_5_moe-tiny", "qwen3_next-tiny-dense", "qwen3_next-tiny-moe"]
 TRAINED = os.path.join(DATA, "models", "hybrid-tiny")
 
 
@@ -123,6 +127,116 @@ def test_bad_checkpoints_are_refused(case, expect, tmp_path):
     assert expect in p.stderr, p.stderr
 
 
+# qwen3_5_moe-tiny: E=4 experts, Im=24, D=64, 4 layers, every FFN sparse
+MOE_FIX = "qwen3_5_moe-tiny"
+
+
+@pytest.mark.parametrize("case,expect", [
+    ("missing_gate_up", ["model.layers.1.mlp.experts.gate_up_proj'", "[4, 48, 64]", "missing"]),
+    ("missing_down", ["model.layers.3.mlp.experts.down_proj'", "[4, 64, 24]", "missing"]),
+    ("unfused", ["model.layers.0.mlp.experts.gate_up_proj': shape", "expected [4, 48, 64], got [4, 24, 64]"]),
+    ("transposed", ["model.layers.2.mlp.experts.down_proj': shape", "expected [4, 64, 24], got [4, 24, 64]"]),
+    ("router", ["model.layers.0.mlp.gate.weight': shape", "expected [4, 64], got [3, 64]"]),
+    ("shared_gate", ["model.layers.1.mlp.shared_expert_gate.weight'", "[1, 64]", "missing"]),
+    ("no_experts", ["config.json: num_experts", "a positive integer", "missing"]),
+    ("top_k", ["config.json: num_experts_per_tok", "at most num_experts 4", "got 5"]),
+])
+def test_bad_qwen3_5_moe_checkpoints_are_refused(case, expect, tmp_path):
+    def tensors(t):
+        if case == "missing_gate_up":
+            t.pop("model.layers.1.mlp.experts.gate_up_proj")
+        elif case == "missing_down":
+            t.pop("model.layers.3.mlp.experts.down_proj")
+        elif case == "unfused":  # only the gate half of the fused gate/up rows
+            t["model.layers.0.mlp.experts.gate_up_proj"] = t["model.layers.0.mlp.experts.gate_up_proj"][:, :24]
+        elif case == "transposed":
+            t["model.layers.2.mlp.experts.down_proj"] = np.ascontiguousarray(
+                t["model.layers.2.mlp.experts.down_proj"].transpose(0, 2, 1))
+        elif case == "router":
+            t["model.layers.0.mlp.gate.weight"] = t["model.layers.0.mlp.gate.weight"][:3]
+        elif case == "shared_gate":
+            t.pop("model.layers.1.mlp.shared_expert_gate.weight")
+
+    def config(c):
+        if case == "no_experts":
+            c.pop("num_experts")
+        elif case == "top_k":
+            c["num_experts_per_tok"] = 5
+
+    d = broken_copy(tmp_path, MOE_FIX, edit_config=config, edit_tensors=tensors)
+    p = run(d, [1, 2, 3], tmp_path, check=False)
+    assert p.returncode == 3, p.stderr
+    for e in expect:
+        assert e in p.stderr, p.stderr
+
+
+def test_qwen3_5_moe_cli_refuses_broken_checkpoint_with_exit_3(tmp_path):
+    d = broken_copy(tmp_path, MOE_FIX, edit_tensors=lambda t: t.pop("model.layers.0.mlp.experts.down_proj"))
+    p = subprocess.run([os.environ.get("KC_BIN", os.path.join(ROOT, "build", "src", "kerncheck")), "generate",
+                        "--model", d, "--ids", "1,2,3", "--max-tokens", "2"], capture_output=True, text=True)
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert "model.layers.0.mlp.experts.down_proj" in p.stderr and "[4, 64, 24]" in p.stderr, p.stderr
+
+
+def test_qwen3_5_moe_wrapper_and_per_expert_layouts_give_the_same_bits(tmp_path):
+    """The vision-language wrapper (model_type qwen3_5_moe, text_config, weights under
+    model.language_model., a model.visual.* tensor to skip) and the original per-expert layout
+    (mlp.experts.e.{gate,up,down}_proj.weight, fused by transformers' qwen2_moe conversion) load the same
+    numbers as the fused text export."""
+    src = os.path.join(FIX, MOE_FIX)
+    ids = load_file(os.path.join(src, "reference.safetensors"))["input_ids"][0].tolist()
+    base = run(src, ids, tmp_path, "--decode-from", "40", name="base.npy")
+    cfg = json.loads(open(os.path.join(src, "config.json")).read())
+    t = load_file(os.path.join(src, "model.safetensors"))
+
+    vl = tmp_path / "vl"
+    vl.mkdir()
+    text = dict(cfg)
+    (vl / "config.json").write_text(json.dumps({"model_type": "qwen3_5_moe", "architectures":
+                                                ["Qwen3_5MoeForConditionalGeneration"], "text_config": text,
+                                                "vision_config": {"depth": 1}, "tie_word_embeddings": False}))
+    w = {(k.replace("model.", "model.language_model.", 1) if k.startswith("model.") else k): v
+         for k, v in t.items()}
+    w["model.visual.patch_embed.proj.weight"] = np.zeros((8, 3), np.float32)
+    save_file(w, str(vl / "model.safetensors"))
+
+    pe = tmp_path / "per_expert"
+    pe.mkdir()
+    (pe / "config.json").write_text(json.dumps(cfg))
+    w, Im = {}, cfg["moe_intermediate_size"]
+    for k, v in t.items():
+        if k.endswith("mlp.experts.gate_up_proj"):
+            for e in range(v.shape[0]):
+                w[k.replace("gate_up_proj", f"{e}.gate_proj.weight")] = np.ascontiguousarray(v[e, :Im])
+                w[k.replace("gate_up_proj", f"{e}.up_proj.weight")] = np.ascontiguousarray(v[e, Im:])
+        elif k.endswith("mlp.experts.down_proj"):
+            for e in range(v.shape[0]):
+                w[k.replace("down_proj", f"{e}.down_proj.weight")] = np.ascontiguousarray(v[e])
+        else:
+            w[k] = v
+    save_file(w, str(pe / "model.safetensors"))
+
+    assert np.array_equal(run(str(vl), ids, tmp_path, "--decode-from", "40", name="vl.npy"), base)
+    assert np.array_equal(run(str(pe), ids, tmp_path, "--decode-from", "40", name="pe.npy"), base)
+
+    w.pop("model.layers.2.mlp.experts.3.up_proj.weight")  # one expert short: refused, not skipped
+    save_file(w, str(pe / "model.safetensors"))
+    p = run(str(pe), [1, 2, 3], tmp_path, check=False)
+    assert p.returncode == 3, p.stderr
+    assert "model.layers.2.mlp.experts.3.up_proj.weight'" in p.stderr and "[24, 64]" in p.stderr, p.stderr
+
+
+def test_qwen3_5_moe_ignores_qwen3_next_routing_keys(tmp_path):
+    """Qwen3_5MoeTopKRouter always renormalises the top-k and every layer is sparse: norm_topk_prob,
+    decoder_sparse_step and mlp_only_layers (Qwen3-Next keys) change nothing, as in transformers."""
+    src = os.path.join(FIX, MOE_FIX)
+    ids = load_file(os.path.join(src, "reference.safetensors"))["input_ids"][0].tolist()
+    base = run(src, ids, tmp_path, name="base.npy")
+    d = broken_copy(tmp_path, MOE_FIX, edit_config=lambda c: c.update(
+        norm_topk_prob=False, decoder_sparse_step=2, mlp_only_layers=[0, 1]))
+    assert np.array_equal(run(d, ids, tmp_path, name="keys.npy"), base)
+
+
 @pytest.mark.skipif(not os.path.isdir(TRAINED), reason="trained hybrid not committed yet")
 @pytest.mark.parametrize("seg", ["prose", "code"])
 def test_trained_hybrid_matches_transformers(seg, tmp_path):
@@ -137,14 +251,15 @@ def test_trained_hybrid_matches_transformers(seg, tmp_path):
     assert_close(ours[P - 1:P - 1 + len(dec)], dec, f"trained {seg} cached decode")
 
 
-@pytest.mark.parametrize("name", ["qwen3_5-tiny", "qwen3_next-tiny-moe"])
+@pytest.mark.parametrize("name", ["qwen3_5-tiny", "qwen3_5_moe-tiny", "qwen3_next-tiny-moe"])
 def test_long_prompt_many_chunks_matches_transformers_live(name, tmp_path):
     """300 tokens: 5 GDN chunks of 64 and two internal prefill pieces (256 + 44), then 6 cached decode
     steps, against transformers run here (the committed references have 48 tokens: one chunk)."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     d = os.path.join(FIX, name)
-    cls = transformers.Qwen3_5ForCausalLM if name.startswith("qwen3_5") else transformers.Qwen3NextForCausalLM
+    cls = {"qwen3_5-tiny": transformers.Qwen3_5ForCausalLM, "qwen3_5_moe-tiny": transformers.Qwen3_5MoeForCausalLM,
+           "qwen3_next-tiny-moe": transformers.Qwen3NextForCausalLM}[name]
     model = cls.from_pretrained(d, dtype=torch.float32).eval()
     if hasattr(model, "set_experts_implementation"):
         model.set_experts_implementation("eager")
