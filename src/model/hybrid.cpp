@@ -228,12 +228,12 @@ void HybridModel::ffn_block(std::size_t il, std::size_t T, Scratch& s) const {
 // One piece of T tokens at st.pos: logits into s.logits [T, V]. `store`: the GDN states leave the layer
 // after this piece (end of a prefill call or a decode step) and are reported as "gdn.state".
 void HybridModel::forward(HybridState& st, std::span<const std::int32_t> tokens, bool decode_step, bool store,
-                          Scratch& s) const {
+                          Scratch& s, bool want_logits) const {
   const auto& c = config_;
   const std::size_t T = tokens.size(), D = c.d_model;
   s.pos0 = st.pos;
   st.reserve(st.pos + T);
-  s.x.resize(T * D), s.xn.resize(T * D), s.o.resize(T * D), s.logits.resize(T * c.n_vocab);
+  s.x.resize(T * D), s.xn.resize(T * D), s.o.resize(T * D);
   for (std::size_t t = 0; t < T; ++t)
     std::memcpy(&s.x[t * D], &embed_[static_cast<std::size_t>(tokens[t]) * D], D * sizeof(float));
   report("embed", -1, s.pos0, T, D, s.x.data());
@@ -250,6 +250,8 @@ void HybridModel::forward(HybridState& st, std::span<const std::int32_t> tokens,
   st.pos += T;
   norm(final_norm_, s.x.data(), T, D, s.xn.data());
   report("final.norm", -1, s.pos0, T, D, s.xn.data());
+  if (!want_logits) return;
+  s.logits.resize(T * c.n_vocab);
   const auto& head = c.tied_embeddings ? embed_ : lm_head_;
   engine::gemm_nt(s.xn.data(), T, D, head.data(), c.n_vocab, s.logits.data());
   report("logits", -1, s.pos0, T, c.n_vocab, s.logits.data());
@@ -268,7 +270,7 @@ void HybridModel::prefill(HybridState& st, std::span<const std::int32_t> tokens,
   Scratch s;
   for (std::size_t b = 0; b < tokens.size(); b += kPrefillChunk) {
     const std::size_t n = std::min(kPrefillChunk, tokens.size() - b);
-    forward(st, tokens.subspan(b, n), false, b + n == tokens.size(), s);
+    forward(st, tokens.subspan(b, n), false, b + n == tokens.size(), s, static_cast<bool>(sink));
     if (sink) sink(s.pos0, n, {s.logits.data(), n * config_.n_vocab});
   }
 }

@@ -110,8 +110,9 @@ class HybridModel : public CausalLM {
 
  private:
   struct Scratch;
+  // want_logits = false skips the LM head (a prefill whose caller passed no sink).
   void forward(HybridState& st, std::span<const std::int32_t> tokens, bool decode_step, bool last_piece,
-               Scratch& s) const;
+               Scratch& s, bool want_logits = true) const;
   void gdn_block(std::size_t il, HybridState& st, std::size_t T, bool decode_step, bool store,
                  Scratch& s) const;
   void attention_block(std::size_t il, HybridState& st, std::size_t T, Scratch& s) const;

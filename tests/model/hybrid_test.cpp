@@ -136,6 +136,23 @@ TEST(Hybrid, StateHookIsWhereTheStateIsStoredAndFlowsIntoTheForward) {
   EXPECT_EQ(n0[0], "gdn.state@0");
 }
 
+// A prefill without a sink skips the LM head (generate's prompt) and leaves the state exactly as with one.
+TEST(Hybrid, EmptySinkSkipsLogitsOnly) {
+  auto m = HybridModel::load(fixture("qwen3_5-tiny"));
+  const Reference r = read_reference(fixture("qwen3_5-tiny"));
+  const std::span<const std::int32_t> ids(r.ids);
+  HybridState full(m.config()), bare(m.config());
+  std::size_t rows = 0;
+  m.prefill(full, ids.first(40), [&](std::size_t, std::size_t n, std::span<const float>) { rows += n; });
+  EXPECT_EQ(rows, 40u);
+  bool saw_logits = false;
+  m.set_hook([&](const engine::TensorEvent& e) { saw_logits |= e.name == "logits"; });
+  m.prefill(bare, ids.first(40), LogitsSink{});
+  m.set_hook(nullptr);
+  EXPECT_FALSE(saw_logits);
+  EXPECT_EQ(m.decode(full, ids[40]), m.decode(bare, ids[40]));
+}
+
 TEST(Hybrid, ArchitectureAndDispatch) {
   EXPECT_EQ(load_causal_lm(fixture("qwen3_5-tiny"))->architecture(), "qwen3_5");
   EXPECT_EQ(load_causal_lm(fixture("qwen3_next-tiny-moe") + "/config.json")->architecture(), "qwen3_next");
