@@ -162,15 +162,18 @@ HybridConfig parse_config(const json& root, const std::string& path, const HfChe
   // == 0. Qwen3.5-MoE: every layer sparse and the top-k always renormalised (Qwen3_5MoeTopKRouter ignores
   // norm_topk_prob, decoder_sparse_step and mlp_only_layers).
   c.moe.assign(c.n_layers, false);
-  if (all_moe) {
-    c.n_experts = r.positive("num_experts");
-    c.moe.assign(c.n_layers, true);
+  auto read_expert_sizes = [&] {  // shared by both MoE layouts
     c.top_k = r.positive("num_experts_per_tok");
     if (c.top_k > c.n_experts)
       throw_input_error(path, where + "num_experts_per_tok",
                         fmt::format("at most num_experts {}", c.n_experts), std::to_string(c.top_k));
     c.moe_ff = r.positive("moe_intermediate_size");
     c.shared_ff = r.positive("shared_expert_intermediate_size");
+  };
+  if (all_moe) {
+    c.n_experts = r.positive("num_experts");
+    c.moe.assign(c.n_layers, true);
+    read_expert_sizes();
     c.norm_topk = true;
   } else if (c.arch == HybridArch::qwen3_next) {
     c.n_experts = r.uint("num_experts", 0);
@@ -188,12 +191,7 @@ HybridConfig parse_config(const json& root, const std::string& path, const HfChe
         }
       }
       for (std::size_t i = 0; i < c.n_layers; ++i) c.moe[i] = !only[i] && (i + 1) % step == 0;
-      c.top_k = r.positive("num_experts_per_tok");
-      if (c.top_k > c.n_experts)
-        throw_input_error(path, where + "num_experts_per_tok",
-                          fmt::format("at most num_experts {}", c.n_experts), std::to_string(c.top_k));
-      c.moe_ff = r.positive("moe_intermediate_size");
-      c.shared_ff = r.positive("shared_expert_intermediate_size");
+      read_expert_sizes();
       c.norm_topk = r.boolean("norm_topk_prob", true);
     }
   }

@@ -11,9 +11,10 @@
 //   state  [Hv, dk, dv] f32 recurrent state S, updated in place (S₀ = 0 for a new sequence)
 //   out    [T, Hv·dv]
 //
-// Determinism: work is split over value heads only (kc::parallel_for, one head per task), and each head's
-// arithmetic is a fixed sequence of single-threaded kernels, so results are bitwise identical for any
-// thread count.
+// Determinism: work is split over value heads, and in the f32 chunked prefill over (head, chunk) and (head,
+// column block of S) with blocks fixed by the shape (kc::parallel_for, one item per task); each task is a
+// fixed sequence of single-threaded kernels, so results are bitwise identical for any thread count. The f32
+// chunked prefill flushes subnormals to zero (FTZ/DAZ while its tasks run): see engine_gdn.cpp.
 #pragma once
 #include <cstddef>
 #include <functional>

@@ -31,7 +31,7 @@ struct Problem {
   GdnShape sh{2, 4, 16, 8};
   std::size_t T = 150;
   std::vector<float> q, k, v, g, beta;
-  explicit Problem(std::size_t t, unsigned seed = 1) : T(t) {
+  explicit Problem(std::size_t t, unsigned seed = 1, GdnShape shape = {2, 4, 16, 8}) : sh(shape), T(t) {
     const std::size_t KD = sh.n_k_heads * sh.dk, Hv = sh.n_v_heads;
     q = randn(T * KD, seed), k = randn(T * KD, seed + 1), v = randn(T * Hv * sh.dv, seed + 2);
     gdn_l2norm_rows(q.data(), T * sh.n_k_heads, sh.dk, sh.dk);
@@ -148,6 +148,55 @@ TEST(Gdn, DeterministicAcrossThreadCounts) {
   EXPECT_EQ(outs[0], outs[2]);
 }
 
+// Few heads with dv ≥ 64: the state update is split into column blocks of S (2 here); the split must be
+// exact (twin), independent of the thread count, and the barrier path (after_chunk) must give the same bits.
+TEST(Gdn, StateColumnBlocksAreExactAndDeterministic) {
+  ThreadGuard guard;
+  const Problem p(150, 13, GdnShape{1, 2, 32, 64});
+  const auto& sh = p.sh;
+  const std::size_t SN = sh.n_v_heads * sh.dk * sh.dv, ON = p.T * sh.n_v_heads * sh.dv;
+  std::vector<double> S(SN, 0.0), ref(ON);
+  twin(p, 0, p.T, S, ref);
+  std::vector<std::vector<float>> outs;
+  for (int t : {1, 2, 3}) {
+    set_thread_count(t);
+    for (bool barrier : {false, true}) {
+      std::vector<float> s(SN, 0.0f), o(ON);
+      std::function<void(std::size_t)> after;
+      if (barrier) after = [](std::size_t) {};
+      gdn_chunked(p.Q(), p.K(), p.V(), p.g.data(), p.beta.data(), p.T, sh, s.data(), o.data(), {}, after);
+      EXPECT_LT(max_abs_diff(o, ref), 2e-5);
+      EXPECT_LT(max_abs_diff(s, S), 2e-5);
+      o.insert(o.end(), s.begin(), s.end());
+      outs.push_back(o);
+    }
+  }
+  for (std::size_t i = 1; i < outs.size(); ++i) EXPECT_EQ(outs[0], outs[i]) << i;
+}
+
+// Heads that forget fast: e^{G_r} of a chunk falls far below f32's normal range (the prefill flushes
+// subnormals to zero); outputs and state still match the recurrence.
+TEST(Gdn, FastDecayingHeadsMatchTheRecurrence) {
+  Problem p(150, 17);
+  for (auto& x : p.g) x = x * 20.0f - 2.0f;  // mean about -8 per token: G reaches -500 within a chunk
+  const auto& sh = p.sh;
+  const std::size_t SN = sh.n_v_heads * sh.dk * sh.dv, ON = p.T * sh.n_v_heads * sh.dv;
+  std::vector<double> S(SN, 0.0), ref(ON);
+  twin(p, 0, p.T, S, ref);
+  std::vector<float> s(SN, 0.0f), o(ON);
+  gdn_chunked(p.Q(), p.K(), p.V(), p.g.data(), p.beta.data(), p.T, sh, s.data(), o.data());
+  double gmin = 0;  // lowest cumulative log-decay within a 64-row chunk
+  for (std::size_t h = 0; h < sh.n_v_heads; ++h)
+    for (std::size_t t = 0; t < p.T; t += 64) {
+      double sum = 0;
+      for (std::size_t r = t; r < std::min(t + 64, p.T); ++r)
+        gmin = std::min(gmin, sum += p.g[r * sh.n_v_heads + h]);
+    }
+  EXPECT_LT(gmin, -88.0);  // e^G is subnormal or 0 in f32 there
+  EXPECT_LT(max_abs_diff(o, ref), 2e-5);
+  EXPECT_LT(max_abs_diff(s, S), 2e-5);
+}
+
 TEST(Gdn, FlaCastsAgreeToAboutBf16) {
   const Problem p(200, 11);
   const auto& sh = p.sh;
@@ -199,6 +248,32 @@ TEST(Gdn, ConvGatesAndGatedNormMatchF64Loops) {
       const double zz = z[r * 4 + i];
       EXPECT_NEAR(o[r * 4 + i], o0[r * 4 + i] * inv * wn[i] * zz / (1 + std::exp(-zz)), 1e-5);
     }
+  }
+}
+
+// The pointwise loops use a vectorisable e^x (0 below -87.3, inf above 88): SiLU through the conv (K = 1,
+// w = 1) and the gated norm's gate, over the whole float range that matters, against f64 to a few f32 ulp.
+TEST(Gdn, SiluOfConvAndGatedNormMatchF64OverTheRange) {
+  std::vector<float> x;
+  for (int i = -4000; i <= 4000; ++i) x.push_back(static_cast<float>(i) * 0.025f);  // [-100, 100]
+  x.push_back(1e-30f), x.push_back(-1e-30f), x.push_back(-1e30f), x.push_back(1e30f);
+  x.push_back(std::nanf(""));
+  const std::size_t n = x.size();
+  const float one = 1.0f;
+  std::vector<float> y(n), none;
+  gdn_causal_conv1d_silu({x.data(), n}, 1, n, std::vector<float>(n, one).data(), 1, none.data(), y.data());
+  auto silu64 = [](double v) { return v / (1 + std::exp(-v)); };
+  for (std::size_t i = 0; i + 1 < n; ++i) {
+    const double ref = silu64(x[i]);
+    ASSERT_NEAR(y[i], ref, 4e-7 * std::abs(ref) + 1e-36) << "x = " << x[i];
+  }
+  EXPECT_TRUE(std::isnan(y[n - 1]));
+  // gated norm with o = 1 everywhere and w = 1: o·rsqrt(1 + eps)·silu(z)
+  std::vector<float> o(n - 1, 1.0f), w(n - 1, 1.0f);
+  gdn_gated_rmsnorm(o.data(), {x.data(), n - 1}, 1, 1, n - 1, w.data(), 0.0f);
+  for (std::size_t i = 0; i + 1 < n; ++i) {
+    const double ref = silu64(x[i]);
+    ASSERT_NEAR(o[i], ref, 4e-7 * std::abs(ref) + 1e-36) << "z = " << x[i];
   }
 }
 

@@ -6,6 +6,7 @@
 //   --state-out F.npy   hybrids: capture every "gdn.state" event of the last layer that reports one and write
 //                       the last one [Hv·dk, dv] (tests compare states)
 //   --tokens FILE       read whitespace-separated token ids from FILE
+//   --warmup N          first prefill the first N tokens on a throwaway state, untimed (benchmarks)
 // Prints "tokens T prefill_s X decode_s Y". Bad input: message on stderr, exit 3.
 #include <chrono>
 #include <cstdio>
@@ -43,9 +44,9 @@ int run(int argc, char** argv) {
   if (argc < 3)
     kc::fail(
         "usage: kc_causal_logits MODEL OUT.npy [--decode-from P] [--prefill-block B] [--gdn-fla] "
-        "[--state-out F.npy] [--tokens FILE] TOKEN…");
+        "[--state-out F.npy] [--tokens FILE] [--warmup N] TOKEN…");
   const std::string model_path = argv[1], out_path = argv[2];
-  std::size_t decode_from = SIZE_MAX, block = SIZE_MAX;
+  std::size_t decode_from = SIZE_MAX, block = SIZE_MAX, warmup = 0;
   std::string state_out;
   kc::engine::KernelOptions ko;
   std::vector<std::int32_t> tokens;
@@ -53,6 +54,8 @@ int run(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--decode-from" && i + 1 < argc) {
       decode_from = static_cast<std::size_t>(parse_int(argv[++i]));
+    } else if (a == "--warmup" && i + 1 < argc) {
+      warmup = static_cast<std::size_t>(parse_int(argv[++i]));
     } else if (a == "--prefill-block" && i + 1 < argc) {
       block = static_cast<std::size_t>(parse_int(argv[++i]));
       if (block == 0) kc::throw_input_error("command line", "--prefill-block", "a positive integer", "0");
@@ -72,6 +75,10 @@ int run(int argc, char** argv) {
   if (tokens.empty()) kc::throw_input_error("command line", "tokens", "at least one token id", "none");
   auto model = kc::load_causal_lm(model_path);
   model->set_kernel_options(ko);
+  if (warmup > 0) {  // before the hook: the warm-up reports nothing
+    auto w = model->new_state();
+    model->prefill(*w, std::span(tokens).first(std::min(warmup, tokens.size())), nullptr);
+  }
   std::vector<float> state;
   std::size_t state_rows = 0, state_cols = 0;
   int state_layer = -1;
