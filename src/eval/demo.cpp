@@ -87,17 +87,6 @@ class Steps {
   int n_ = 0;
 };
 
-double domain_median(const RunSummary& s, const std::string& name) {
-  for (const auto& d : s.by_domain)
-    if (d.name == name) return d.kl.median;
-  return NAN;
-}
-
-double stat_or_nan(const std::map<std::string, double>& m, const std::string& key) {
-  auto it = m.find(key);
-  return it == m.end() ? NAN : it->second;
-}
-
 bool golden_matches(const std::string& path, const std::string& corpus_id, const std::string& model_id,
                     int k) {
   std::error_code ec;

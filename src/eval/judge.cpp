@@ -554,6 +554,17 @@ RunSummary summarize(const JudgeAccumulator& acc, const std::string& path, doubl
   return r;
 }
 
+double domain_median(const RunSummary& s, const std::string& name) {
+  for (const auto& d : s.by_domain)
+    if (d.name == name) return d.kl.median;
+  return NAN;
+}
+
+double stat_or_nan(const std::map<std::string, double>& m, const std::string& key) {
+  auto it = m.find(key);
+  return it == m.end() ? NAN : it->second;
+}
+
 std::map<std::string, double> stat_table(const RunSummary& r, const JudgeOptions& o) {
   std::map<std::string, double> t;
   auto put = [&](const std::string& prefix, const SplitSummary& s) {

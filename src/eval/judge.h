@@ -113,6 +113,10 @@ RunSummary summarize(const JudgeAccumulator& acc, const std::string& path, doubl
 // "nonfinite" overall, the same prefixed with "domain.NAME.", "phase.NAME." and "depth.LOWER." for splits
 // with at least min_split_center positions, and overall only "sigma", "nll_diff_mean".
 std::map<std::string, double> stat_table(const RunSummary& r, const JudgeOptions& o);
+// The KL median of the run's domain split `name`; NaN when the run has no such domain.
+double domain_median(const RunSummary& s, const std::string& name);
+// m[key], NaN when absent (a statistic of stat_table that the run lacks).
+double stat_or_nan(const std::map<std::string, double>& m, const std::string& key);
 
 // ---- verdict -----------------------------------------------------------------------------------------
 struct Finding {

@@ -91,17 +91,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-double domain_median(const RunSummary& s, const std::string& name) {
-  for (const auto& d : s.by_domain)
-    if (d.name == name) return d.kl.median;
-  return NAN;
-}
-
-double stat_or_nan(const std::map<std::string, double>& m, const std::string& key) {
-  auto it = m.find(key);
-  return it == m.end() ? NAN : it->second;
-}
-
 std::string tensor_file_stem(const std::string& tensor) {
   std::string s;
   for (char c : tensor) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_') ? c : '-';
