@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "engine_test_util.h"
 #include "ops/engine_ops.h"
 
 namespace kc::engine {
@@ -17,18 +18,6 @@ namespace {
 
 struct Case {
   std::size_t T, pos0, nh, nkv, hd;
-};
-
-std::vector<float> random_vec(std::size_t n, unsigned seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-struct ThreadGuard {
-  ~ThreadGuard() { set_thread_count(0); }
 };
 
 struct Inputs {

@@ -11,21 +11,10 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "engine_test_util.h"
 
 namespace kc::engine {
 namespace {
-
-std::vector<float> randn(std::size_t n, unsigned seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-struct ThreadGuard {
-  ~ThreadGuard() { set_thread_count(0); }
-};
 
 struct Problem {
   GdnShape sh{2, 4, 16, 8};
@@ -33,10 +22,10 @@ struct Problem {
   std::vector<float> q, k, v, g, beta;
   explicit Problem(std::size_t t, unsigned seed = 1, GdnShape shape = {2, 4, 16, 8}) : sh(shape), T(t) {
     const std::size_t KD = sh.n_k_heads * sh.dk, Hv = sh.n_v_heads;
-    q = randn(T * KD, seed), k = randn(T * KD, seed + 1), v = randn(T * Hv * sh.dv, seed + 2);
+    q = random_vec(T * KD, seed), k = random_vec(T * KD, seed + 1), v = random_vec(T * Hv * sh.dv, seed + 2);
     gdn_l2norm_rows(q.data(), T * sh.n_k_heads, sh.dk, sh.dk);
     gdn_l2norm_rows(k.data(), T * sh.n_k_heads, sh.dk, sh.dk);
-    auto a = randn(T * Hv, seed + 3), b = randn(T * Hv, seed + 4);
+    auto a = random_vec(T * Hv, seed + 3), b = random_vec(T * Hv, seed + 4);
     std::vector<float> A_log{0.1f, -1.0f, 0.5f, 1.5f}, dt{0.3f, -0.2f, 1.0f, 0.0f};
     g.resize(T * Hv), beta.resize(T * Hv);
     gdn_gates({a.data(), Hv}, {b.data(), Hv}, A_log.data(), dt.data(), T, Hv, g.data(), beta.data());
@@ -214,7 +203,7 @@ TEST(Gdn, FlaCastsAgreeToAboutBf16) {
 
 TEST(Gdn, ConvGatesAndGatedNormMatchF64Loops) {
   const std::size_t T = 7, C = 5, K = 4;
-  auto x = randn(T * C, 21), w = randn(C * K, 22), hist = randn((K - 1) * C, 23);
+  auto x = random_vec(T * C, 21), w = random_vec(C * K, 22), hist = random_vec((K - 1) * C, 23);
   std::vector<float> state = hist, y(T * C);
   gdn_causal_conv1d_silu({x.data(), C}, T, C, w.data(), K, state.data(), y.data());
   for (std::size_t t = 0; t < T; ++t)
@@ -237,7 +226,7 @@ TEST(Gdn, ConvGatesAndGatedNormMatchF64Loops) {
   EXPECT_NEAR(g[1], -std::exp(1.0) * std::log1p(std::exp(-2.5)), 1e-6);
   EXPECT_NEAR(be[1], 1 / (1 + std::exp(2.0)), 1e-7);
 
-  auto o = randn(2 * 3 * 4, 31), z = randn(2 * 3 * 4, 32), wn = randn(4, 33);
+  auto o = random_vec(2 * 3 * 4, 31), z = random_vec(2 * 3 * 4, 32), wn = random_vec(4, 33);
   auto o0 = o;
   gdn_gated_rmsnorm(o.data(), {z.data(), 12}, 2, 3, 4, wn.data(), 1e-6f);
   for (std::size_t r = 0; r < 6; ++r) {

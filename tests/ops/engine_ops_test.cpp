@@ -14,22 +14,10 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "engine_test_util.h"
 
 namespace kc::engine {
 namespace {
-
-std::vector<float> random_vec(std::size_t n, unsigned seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-// Restores the default thread count when a test ends.
-struct ThreadGuard {
-  ~ThreadGuard() { set_thread_count(0); }
-};
 
 constexpr double kEps = 1.1920929e-07;  // f32 machine epsilon
 
