@@ -7,9 +7,11 @@
 // worst-10 list only looks at a block when its maximum beats the current 10th place.
 // mixed and stat_rel_err on real dtypes first try a fused pass per block (fused_block512 with AVX-512,
 // else fused_block: loads straight from the tensor bytes, same arithmetic lane for lane); a block with a
-// NaN/inf falls back to the above. mixed's min_passing histogram is lazy (see run_chunk): only the bins
-// near its 99 % quantile are counted one by one, with a second pass in the rare case that is not enough.
-// Every path gives bitwise the same figures (tests/compare/fused_twin_test.cpp).
+// NaN/inf falls back to the above. mixed on float32/bfloat16/float16 pairs (FloatParams::score32) runs in
+// 16 float lanes with AVX-512 (fused_mixed32): float screens decide the verdict and the decade bucket, and
+// the rare elements near an edge are redone in double. mixed's min_passing histogram is lazy (see run_chunk):
+// only the bins near its 99 % quantile are counted one by one, with a second pass in the rare case that is
+// not enough. Every path gives bitwise the same figures (tests/compare/fused_twin_test.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -150,25 +152,47 @@ void flush_bytes(v64u8 (&cnt)[kHistBins], std::array<std::uint64_t, kHistBins>& 
 }
 
 // Adds the buckets 1…16 of np64 bytes (0xFF: no bucket) to byte counters (one lane per byte position).
-// Not inlined into run_chunk, so that the 16 counters stay in registers for the whole block.
+// Not inlined into run_chunk, so that the counters stay in registers for the whole block. With AVX-512
+// only the buckets between the block's smallest and largest are counted (one pass over the bytes each).
 [[gnu::noinline]] void count_buckets(const std::uint8_t* bucket, std::size_t np64,
                                      v64u8 (&byte_cnt)[kHistBins]) {
+#if defined(KC_FUSED_AVX512)
+  // Only the buckets the block spans (errors of similar size share a few decades): their range first,
+  // from the bytes minus 1 (bucket 0 → 255, padding 0xFF → 254) and plus 1 (padding → 0).
+  __m512i lo = _mm512_set1_epi8(-1), hi = _mm512_setzero_si512();
+  for (std::size_t i = 0; i < np64; i += 64) {
+    const __m512i v = _mm512_load_si512(bucket + i);
+    lo = _mm512_min_epu8(lo, _mm512_sub_epi8(v, _mm512_set1_epi8(1)));
+    hi = _mm512_max_epu8(hi, _mm512_add_epi8(v, _mm512_set1_epi8(1)));
+  }
+  const __m256i l2 = _mm256_min_epu8(_mm512_castsi512_si256(lo), _mm512_extracti64x4_epi64(lo, 1));
+  const __m256i h2 = _mm256_max_epu8(_mm512_castsi512_si256(hi), _mm512_extracti64x4_epi64(hi, 1));
+  __m128i l = _mm_min_epu8(_mm256_castsi256_si128(l2), _mm256_extracti128_si256(l2, 1));
+  __m128i h = _mm_max_epu8(_mm256_castsi256_si128(h2), _mm256_extracti128_si256(h2, 1));
+  l = _mm_min_epu8(l, _mm_srli_si128(l, 8)), h = _mm_max_epu8(h, _mm_srli_si128(h, 8));
+  l = _mm_min_epu8(l, _mm_srli_si128(l, 4)), h = _mm_max_epu8(h, _mm_srli_si128(h, 4));
+  l = _mm_min_epu8(l, _mm_srli_si128(l, 2)), h = _mm_max_epu8(h, _mm_srli_si128(h, 2));
+  l = _mm_min_epu8(l, _mm_srli_si128(l, 1)), h = _mm_max_epu8(h, _mm_srli_si128(h, 1));
+  const int kmin = std::max(1, (_mm_cvtsi128_si32(l) & 0xFF) + 1);
+  const int kmax = std::min(kHistBins - 1, (_mm_cvtsi128_si32(h) & 0xFF) - 1);
+  for (int k = kmin; k <= kmax; ++k) {
+    __m512i c = (__m512i)byte_cnt[k];
+    const __m512i kv = _mm512_set1_epi8(static_cast<char>(k));
+    for (std::size_t i = 0; i < np64; i += 64)
+      c = _mm512_mask_sub_epi8(c, _mm512_cmpeq_epi8_mask(_mm512_load_si512(bucket + i), kv), c,
+                               _mm512_set1_epi8(-1));
+    byte_cnt[k] = (v64u8)c;
+  }
+#else
   v64u8 c[kHistBins];
   for (int k = 1; k < kHistBins; ++k) c[k] = byte_cnt[k];
   for (std::size_t i = 0; i < np64; i += 64) {
-#if defined(KC_FUSED_AVX512)
-    const __m512i v = _mm512_load_si512(bucket + i);
-    for (int k = 1; k < kHistBins; ++k) {
-      const __mmask64 eq = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(static_cast<char>(k)));
-      c[k] = (v64u8)_mm512_mask_sub_epi8((__m512i)c[k], eq, (__m512i)c[k], _mm512_set1_epi8(-1));
-    }
-#else
     v64u8 v;
     std::memcpy(&v, bucket + i, 64);
     for (int k = 1; k < kHistBins; ++k) c[k] -= (v64u8)(v == static_cast<std::uint8_t>(k));  // true is 0xFF
-#endif
   }
   for (int k = 1; k < kHistBins; ++k) byte_cnt[k] = c[k];
+#endif
 }
 
 // Offers the block's scores above the current 10th place to the worst list; 8 scores per test.
@@ -239,7 +263,21 @@ struct FloatParams {
   bool want_quantiles;  // mixed, close: histogram for min_passing
   FloatPath path = FloatPath::fastest;
   bool lazy_quantiles = false;  // see run_chunk
+  // mixed on float32/bfloat16/float16 pairs with 0 ≤ rtol ≤ 1 (0 or a normal float) and atol ≤ 2^100:
+  // the score is computed in float arithmetic from the (float-exact) values, on every path:
+  // |a−g| / (rtol·|g| + atol) with float operations (fma). The AVX-512 pass then works in 16 float lanes
+  // and redoes only the rare elements near the verdict's or a decade's edge in double (see fused_mixed32).
+  bool score32 = false;
+  float rtol32 = 0, atol32 = 0;
 };
+
+// The float score of score32 (generic code; the compiler contracts rtol·|g| + atol into an fma, as
+// _mm512_fmadd_ps does).
+inline v8f vabsf(v8f x) { return (v8f)((v8u32)x & 0x7FFFFFFFu); }
+inline v8f score32(v8d a, v8d g, v8f vr, v8f va) {
+  const v8f a32 = __builtin_convertvector(a, v8f), g32 = __builtin_convertvector(g, v8f);
+  return vabsf(a32 - g32) / (vr * vabsf(g32) + va);
+}
 
 struct FloatAcc {
   std::uint64_t pass = 0;           // mixed/close: |a−g| ≤ atol + rtol·|g| (finite pairs and matches)
@@ -291,6 +329,7 @@ struct Scratch {
   alignas(64) std::uint16_t qbin[kBlock];
   alignas(64) float sf[kBlock + kLanes];        // AVX-512 mixed: the scores, as floats (+8: 16-wide stores)
   alignas(64) std::uint32_t qkey[kBlock + 16];  // AVX-512 mixed: kept quantile bins (+16: full stores)
+  alignas(64) float df[kBlock + 16];            // fused_mixed32: |a−g| as floats
 };
 
 // True when any value in x[0, n) is NaN or ±inf (x − x is 0 exactly for finite x).
@@ -385,6 +424,10 @@ struct FusedOut {
   bool float_scores = false;  // scores are in w.sf (float) instead of w.s
   bool wide_keys = false;     // quantile bins are in w.qkey (uint32) instead of w.qbin
   int q_from = 1;             // in: AVX-512 mixed keeps only bins ≥ q_from (the others count as bin 0)
+  double max_d_floor = 0;     // in: the chunk's largest |a−g| so far (fused_mixed32)
+  bool exact_max = false;  // fused_mixed32: bmax/arg replace max_d (0 when the block cannot beat the floor)
+  double bmax = 0;
+  std::size_t arg = 0;
 };
 
 // One block of n (a multiple of kLanes) elements in one pass: |a−g|, the verdict counts and sums, the
@@ -398,6 +441,7 @@ bool fused_block(const Load& la, const Load& lg, std::size_t n, const FloatParam
   v8l cnt = {};
   std::size_t nq = 0;
   const v8d vr = p.rtol - v8d{}, va = p.atol - v8d{}, eps = 1e-7 - v8d{};
+  const v8f vr32 = p.rtol32 - v8f{}, va32 = p.atol32 - v8f{};
   for (std::size_t i = 0; i < n; i += kLanes) {
     const v8d a = la(i), g = lg(i);
     const v8d d = vabs(a - g), ga = vabs(g);
@@ -406,7 +450,8 @@ bool fused_block(const Load& la, const Load& lg, std::size_t n, const FloatParam
     if constexpr (M == Method::mixed) {
       const v8d tol = va + vr * ga;
       cnt -= (d <= tol);
-      const v8f sf = __builtin_convertvector(d, v8f) / __builtin_convertvector(tol, v8f);
+      const v8f sf = p.score32 ? score32(a, g, vr32, va32)
+                               : __builtin_convertvector(d, v8f) / __builtin_convertvector(tol, v8f);
       s = d > 0 ? __builtin_convertvector(sf, v8d) : v8d{};
       const v8u16 q = qbin8(s);
 #if defined(__AVX512VBMI2__) && defined(__AVX512VL__)
@@ -616,6 +661,204 @@ bool fused_block512(const Load& la, const Load& lg, std::size_t n, const FloatPa
   if (M == Method::mixed && o.q_from <= 1) return fused_block512<M, true>(la, lg, n, p, w, o);
   return fused_block512<M, false>(la, lg, n, p, w, o);
 }
+
+// --- mixed in 16 float lanes (score32: float32, bfloat16, float16 pairs) --------------------------------
+// Loaders of 16 elements as floats (exact) and of one element as a double.
+struct Load16F32 {
+  const std::uint8_t* p;
+  void prefetch(std::size_t i) const { prefetch_at(p + 4 * i); }
+  __m512 operator()(std::size_t i) const { return _mm512_loadu_ps(p + 4 * i); }
+  __m512 operator()(std::size_t i, __mmask16 m) const { return _mm512_maskz_loadu_ps(m, p + 4 * i); }
+  double at(std::size_t i) const {
+    float f;
+    std::memcpy(&f, p + 4 * i, 4);
+    return f;
+  }
+};
+struct Load16Bf16 {  // widened with a shift: bf16 is the top half of an f32
+  const std::uint8_t* p;
+  void prefetch(std::size_t i) const { prefetch_at(p + 2 * i); }
+  __m512 operator()(std::size_t i) const {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  __m512 operator()(std::size_t i, __mmask16 m) const {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, p + 2 * i);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  double at(std::size_t i) const {
+    std::uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
+  }
+};
+struct Load16F16 {
+  const std::uint8_t* p;
+  void prefetch(std::size_t i) const { prefetch_at(p + 2 * i); }
+  __m512 operator()(std::size_t i) const {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i)));
+  }
+  __m512 operator()(std::size_t i, __mmask16 m) const {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p + 2 * i));
+  }
+  double at(std::size_t i) const {
+    std::uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    return _cvtsh_ss(h);
+  }
+};
+
+// Decade edges as float bits minus 4, rotated like kPow10Rot (index u & 15 holds 10^(u−13)). For d ≥ 0
+// and x = bits(d) − (bits(edge) − 4): d > edge ⟺ x > 4, and d is within 4 float ulps of the edge ⟺
+// x ≤ 8 unsigned.
+constexpr std::int32_t edge_bits_m4(float e) { return std::bit_cast<std::int32_t>(e) - 4; }
+// clang-format off
+alignas(64) constexpr std::int32_t kPow10RotBits[16] = {
+    edge_bits_m4(std::numeric_limits<float>::infinity()),
+    edge_bits_m4(1e-12f), edge_bits_m4(1e-11f), edge_bits_m4(1e-10f), edge_bits_m4(1e-9f),
+    edge_bits_m4(1e-8f),  edge_bits_m4(1e-7f),  edge_bits_m4(1e-6f),  edge_bits_m4(1e-5f),
+    edge_bits_m4(1e-4f),  edge_bits_m4(1e-3f),  edge_bits_m4(1e-2f),  edge_bits_m4(1e-1f),
+    edge_bits_m4(1e0f),   edge_bits_m4(1e1f),   edge_bits_m4(1e2f)};
+// clang-format on
+// floor((e − 126)·log10 2) = ((e − 126)·9864) >> 15 for every biased float exponent e (checked in
+// check_floor_log10_pow2_f32); one 16-bit multiply-add per lane.
+constexpr int kLog2M = 9864, kLog2S = 15;
+bool check_floor_log10_pow2_f32() {
+  for (int e = 0; e < 256; ++e) {
+    const auto ref =
+        static_cast<int>(std::floor(static_cast<long double>(e - 126) * 0.30102999566398119521L));
+    if ((((e - 126) * kLog2M) >> kLog2S) != ref) return false;
+  }
+  return true;
+}
+
+// mixed on one block of n (a multiple of 8) float-exact elements, 16 per step, in float arithmetic, with
+// every figure bitwise what the double passes give:
+//  - verdict d ≤ tol (double): d32 = |a−g| (float) is within 2^-24 of the exact |a−g|, t32 = fma(rtol32,
+//    |g|, atol32) within 3·2^-24 (relative) + 2^-149 of atol + rtol·|g| (FloatParams::score32's limits).
+//    Unless |d32 − t32| ≤ t32·2^-20 + 2^-120, d32 ≤ t32 is the double verdict (the margin exceeds the
+//    float errors, relative and absolute); d32 = 0 always passes;
+//  - decade bucket: as decade8_512 with the float exponent and float edges; decided unless d32 is within 4
+//    float ulps of the edge it is compared with (the decade edges are ≥ 2 % away from powers of two, so
+//    the other edges are far);
+//  - lanes in neither case (rare) are redone in double for those 16 elements, exactly as the other passes;
+//  - max |a−g|: the largest double error is among the elements with the largest float error (rounding is
+//    monotonic); those are re-read in double when the block can beat o.max_d_floor;
+//  - score (score32) and its quantile bin as in fused_block512.
+// Returns false, having accumulated nothing, when some d32 is inf or NaN (a NaN/inf input, or |a−g| above
+// the float range): the general path handles the block. (A NaN d32 is never decided by the screens, so
+// the double redo sees it; an inf one ends up in the maximum.)
+template <bool kFirst, typename Load>
+bool fused_mixed32(const Load la, const Load lg, std::size_t n, const FloatParams& p, Scratch& w,
+                   FusedOut& o) {  // loaders by value: the pointers stay in registers
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512 vr = _mm512_set1_ps(p.rtol32), va = _mm512_set1_ps(p.atol32);
+  const __m512 c_rel = _mm512_set1_ps(0x1p-20f);
+  const __m512 tiny = _mm512_set1_ps(0x1p-120f);  // normal: a subnormal operand costs a microcode assist
+  const __m512i edges = _mm512_load_si512(kPow10RotBits);
+  const __m512i one = _mm512_set1_epi32(1), top = _mm512_set1_epi32(kHistBins - 1);
+  const __m512i four = _mm512_set1_epi32(4), eight = _mm512_set1_epi32(8);
+  const __m512i mul = _mm512_set1_epi32(kLog2M);
+  const __m512i bias = _mm512_set1_epi32(13 * (1 << kLog2S) - 126 * kLog2M);
+  const __m512i q_from = _mm512_set1_epi32(o.q_from);
+  const v8d vr64 = p.rtol - v8d{}, va64 = p.atol - v8d{};
+  __m512 max_d = zero, max_s = zero;
+  __mmask16 nan_seen = 0;
+  __m512i cnt = _mm512_setzero_si512();
+  std::size_t nq = 0;
+  auto step = [&](std::size_t i, __m512 a, __m512 g, __mmask16 valid) __attribute__((always_inline)) {
+    const __m512 d = _mm512_abs_ps(_mm512_sub_ps(a, g)), ga = _mm512_abs_ps(g);
+    const __m512 t = _mm512_fmadd_ps(vr, ga, va);
+    const __mmask16 pos = _mm512_cmp_ps_mask(d, zero, _CMP_NEQ_UQ);  // d > 0, or NaN
+    __mmask16 pass = _mm512_cmp_ps_mask(d, t, _CMP_LE_OQ);
+    // undecided: |d − t| ≤ t·2^-20 + 2^-120, or NaN; d = 0 always passes
+    const __m512 margin = _mm512_fmadd_ps(t, c_rel, tiny);
+    __mmask16 amb = _mm512_mask_cmp_ps_mask(pos, _mm512_abs_ps(_mm512_sub_ps(d, t)), margin, _CMP_NGT_UQ);
+    // decade bucket (decade8_512 with the float exponent)
+    const __m512i db = _mm512_castps_si512(d);
+#if defined(__AVX512VNNI__)
+    __m512i u = _mm512_srai_epi32(_mm512_dpwssd_epi32(bias, _mm512_srli_epi32(db, 23), mul), kLog2S);
+#else
+    __m512i u =
+        _mm512_srai_epi32(_mm512_add_epi32(_mm512_madd_epi16(_mm512_srli_epi32(db, 23), mul), bias), kLog2S);
+#endif
+    const __m512i x = _mm512_sub_epi32(db, _mm512_permutexvar_epi32(u, edges));
+    u = _mm512_mask_add_epi32(u, _mm512_cmpgt_epi32_mask(x, four), u, one);
+    amb = _mm512_kor(amb, _mm512_cmple_epu32_mask(x, eight));
+    __m512i b = _mm512_maskz_min_epi32(pos, _mm512_max_epi32(u, one), top);
+    if (!_mm512_kortestz(amb, amb)) [[unlikely]] {
+      // exactly as the double passes, for these 16 elements
+      nan_seen |= _mm512_cmp_ps_mask(d, d, _CMP_UNORD_Q);
+      __mmask16 pass64 = 0;
+      __m256i b64[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m256 ah = h ? _mm512_extractf32x8_ps(a, 1) : _mm512_castps512_ps256(a);
+        const __m256 gh = h ? _mm512_extractf32x8_ps(g, 1) : _mm512_castps512_ps256(g);
+        const __m512d a64 = _mm512_cvtps_pd(ah), g64 = _mm512_cvtps_pd(gh);
+        const __m512d d64 = _mm512_abs_pd(_mm512_sub_pd(a64, g64)), ga64 = _mm512_abs_pd(g64);
+        const __m512d tol = (__m512d)(va64 + vr64 * (v8d)ga64);  // fused_block512's expression
+        pass64 |= static_cast<__mmask16>(_mm512_cmp_pd_mask(d64, tol, _CMP_LE_OQ)) << (8 * h);
+        b64[h] =
+            _mm512_cvtepi64_epi32(decade8_512(d64, _mm512_cmp_pd_mask(d64, _mm512_setzero_pd(), _CMP_GT_OQ)));
+      }
+      pass = pass64;
+      b = _mm512_inserti64x4(_mm512_castsi256_si512(b64[0]), b64[1], 1);
+    }
+    cnt = _mm512_mask_add_epi32(cnt, pass & valid, cnt, one);
+    const __m512 s = _mm512_maskz_div_ps(pos, d, t);
+    max_s = _mm512_max_ps(max_s, s);
+    max_d = _mm512_max_ps(max_d, d);
+    _mm512_store_ps(w.df + i, d);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(w.bucket + i), _mm512_cvtepi32_epi8(b));  // tail: +8 ok
+    _mm512_store_ps(w.sf + i, s);
+    // quantile bins, as fused_block512's bins16
+    const __m512i sb = _mm512_castps_si512(s);
+    __m512i q = _mm512_add_epi32(_mm512_srai_epi32(sb, 19), _mm512_set1_epi32(2 - (kQMinExp + 127) * kQSub));
+    __mmask16 keep;
+    if constexpr (kFirst) {
+      keep = _mm512_test_epi32_mask(sb, sb);
+      q = _mm512_max_epi32(q, one);
+    } else {
+      keep = _mm512_cmpge_epi32_mask(q, q_from);
+    }
+    q = _mm512_min_epi32(q, _mm512_set1_epi32(kQBins - 1));
+    _mm512_storeu_si512(w.qkey + nq, _mm512_maskz_compress_epi32(keep, q));
+    nq += static_cast<std::size_t>(std::popcount(static_cast<unsigned>(keep)));
+  };
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    la.prefetch(i), lg.prefetch(i);
+    step(i, la(i), lg(i), 0xFFFF);
+  }
+  if (i < n) step(i, la(i, 0x00FF), lg(i, 0x00FF), 0x00FF);  // 8 left; the others load as +0 (score 0)
+  const float bmax = _mm512_reduce_max_ps(max_d);
+  if (nan_seen || !(bmax <= std::numeric_limits<float>::max())) return false;
+  o.nq = nq;
+  o.pass = _mm512_reduce_add_epi32(cnt);
+  o.float_scores = o.wide_keys = true;
+  o.max_s = v8d{} + _mm512_reduce_max_ps(max_s);
+  o.max_d = v8d{};
+  o.exact_max = true;
+  o.bmax = 0;
+  if (bmax > 0 && static_cast<double>(bmax) >= o.max_d_floor * (1 - 0x1p-20)) {
+    const __m512 bv = _mm512_set1_ps(bmax);
+    for (std::size_t j = 0; j < n; j += 16)
+      for (unsigned hit = _mm512_cmp_ps_mask(_mm512_load_ps(w.df + j), bv, _CMP_EQ_OQ); hit; hit &= hit - 1) {
+        const std::size_t k = j + static_cast<std::size_t>(std::countr_zero(hit));
+        if (k >= n) break;
+        const double d64 = std::abs(la.at(k) - lg.at(k));
+        if (d64 > o.bmax) o.bmax = d64, o.arg = k;
+      }
+  }
+  return true;
+}
+
+template <typename Load>
+bool fused_mixed32(const Load& la, const Load& lg, std::size_t n, const FloatParams& p, Scratch& w,
+                   FusedOut& o) {
+  if (o.q_from <= 1) return fused_mixed32<true>(la, lg, n, p, w, o);
+  return fused_mixed32<false>(la, lg, n, p, w, o);
+}
 #endif
 
 template <Method M>
@@ -625,6 +868,16 @@ bool fused_dispatch(const Tensor& ta, const Tensor& tg, std::size_t blk, std::si
   const std::uint8_t* pg = tg.bytes.data();
 #if defined(KC_FUSED_AVX512)
   if (p.path != FloatPath::generic_fused) {
+    if (M == Method::mixed && p.score32) switch (tg.dtype) {
+        case DType::float32:
+          return fused_mixed32(Load16F32{pa + 4 * blk}, Load16F32{pg + 4 * blk}, n, p, w, o);
+        case DType::bfloat16:
+          return fused_mixed32(Load16Bf16{pa + 2 * blk}, Load16Bf16{pg + 2 * blk}, n, p, w, o);
+        case DType::float16:
+          return fused_mixed32(Load16F16{pa + 2 * blk}, Load16F16{pg + 2 * blk}, n, p, w, o);
+        default:
+          break;
+      }
     switch (ta.dtype == tg.dtype ? tg.dtype : DType::complex128 /* mixed dtypes: decode both */) {
       case DType::float32:
         return fused_block512<M>(Load512F32{pa + 4 * blk}, Load512F32{pg + 4 * blk}, n, p, w, o);
@@ -682,6 +935,7 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
     v8d max_d = {}, max_s = {};
     FusedOut fo;
     fo.q_from = q_from;
+    fo.max_d_floor = acc.max_d;
     std::size_t nq = n;  // entries of w.qbin to count; the other n − nq elements are in bin 0
     const bool fused =
         fusable && np == n &&
@@ -734,6 +988,7 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
         case Method::close: {
           v8l cnt = {};
           const v8d vr = rtol - v8d{}, va = atol - v8d{};
+          const v8f vr32 = p.rtol32 - v8f{}, va32 = p.atol32 - v8f{};
           for (std::size_t i = 0; i < np; i += kLanes) {
             const v8d d = load8(w.d + i), ga = load8(w.ga + i);
             const v8d tol = va + vr * ga;
@@ -741,7 +996,8 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
             // score: how many times the tolerance the error is (inf when the tolerance is 0). Only ranks
             // the worst elements and feeds min_passing's histogram, so float precision (and its cheaper
             // division) is enough; the verdict above uses the exact double comparison.
-            const v8f sf = __builtin_convertvector(d, v8f) / __builtin_convertvector(tol, v8f);
+            const v8f sf = p.score32 ? score32(load8(w.a + i), load8(w.g + i), vr32, va32)
+                                     : __builtin_convertvector(d, v8f) / __builtin_convertvector(tol, v8f);
             const v8d s = d > 0 ? __builtin_convertvector(sf, v8d) : v8d{};
             store8(w.s + i, s);
             max_d = vmax(max_d, d);
@@ -802,7 +1058,9 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
 
     // Largest |a−g| and its first index (mixed's limit is checked at that element's golden).
     const double bmax = hmax(max_d);
-    if (bmax > acc.max_d) {
+    if (fused && fo.exact_max) {
+      if (fo.bmax > acc.max_d) acc.max_d = fo.bmax, acc.arg_max = blk + fo.arg;
+    } else if (bmax > acc.max_d) {
       std::size_t i = 0;
 #if defined(KC_FUSED_AVX512)
       for (;; i += kLanes)  // np is a multiple of kLanes and bmax is in w.d[0, np)
@@ -884,8 +1142,19 @@ FloatAcc float_pass(const Tensor& ta, const Tensor& tg, Method m, const Toleranc
     if (!(p.rtol >= 0) || !(p.atol >= 0))
       fail("{}: rtol and atol must be ≥ 0, got rtol={}, atol={}", method_name(m), p.rtol, p.atol);
   }
+  // score32 (see FloatParams): float-exact values; rtol and atol such that the float tolerance is within
+  // 2^-22 (relative) + 2^-149 of the double one (fused_mixed32's margins rely on it).
+  const bool float_exact =
+      ta.dtype == tg.dtype && (dt == DType::float32 || dt == DType::bfloat16 || dt == DType::float16);
+  p.score32 = m == Method::mixed && float_exact && (p.rtol == 0 || p.rtol >= 0x1p-126) && p.rtol <= 1 &&
+              p.atol <= 0x1p100;
+  p.rtol32 = static_cast<float>(p.rtol), p.atol32 = static_cast<float>(p.atol);
 
   KC_ASSERT(floor_log10_ok(), "floor_log10_pow2 is wrong");
+#if defined(KC_FUSED_AVX512)
+  static const bool f32_ok = check_floor_log10_pow2_f32();
+  KC_ASSERT(f32_ok, "floor_log10_pow2 (float exponents) is wrong");
+#endif
   // The fused path reads the bytes directly (decode_block checks its spans itself).
   KC_ASSERT(ta.bytes.size() >= storage_bytes(ta.dtype, n) && tg.bytes.size() >= storage_bytes(tg.dtype, n) &&
                 is_complex(ta.dtype) == is_complex(tg.dtype),

@@ -203,6 +203,63 @@ TEST(FusedTwin, FloatOverflowOfTheErrorAndTinyErrors) {
   }
 }
 
+// The float-lane pass (fused_mixed32: float32/bfloat16/float16 pairs) decides the verdict and the decade
+// bucket in float and redoes elements near either edge in double. Elements placed on, and a few float ulps
+// around, the tolerance atol + rtol·|g| (with golden 0: |a| = float(atol) ± k ulps, where the float and the
+// double comparisons disagree) and the decade edges 10^m, with tolerances that floats do not
+// represent exactly (rtol 0.004, atol 1e-45 (a float subnormal), rtol 2^-126) and ones that switch the
+// float score off (rtol 2, atol 2^101): every path bitwise equal to the general path.
+TEST(FusedTwin, FloatLanesAtTheVerdictAndDecadeEdges) {
+  set_thread_count(2);
+  std::mt19937_64 rng(21);
+  std::normal_distribution<double> nd;
+  struct Tol {
+    double rtol, atol;
+  };
+  const Tol tols[] = {
+      {std::ldexp(1.0, -10), std::ldexp(1.0, -16)}, {0.004, 1e-45}, {std::ldexp(1.0, -126), 0},  {0, 3e-3},
+      {std::ldexp(1.0, -6), std::ldexp(1.0, -6)},   {2, 0},         {1e-3, std::ldexp(1.0, 101)}};
+  for (DType dt : {DType::float32, DType::bfloat16, DType::float16})
+    for (const Tol& t : tols) {
+      const std::size_t n = 3 * 1024 + 8;
+      std::vector<double> av(n), gv(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        // golden: a value of the dtype (re-encoded below), sometimes tiny
+        double g = nd(rng) * std::pow(10.0, std::uniform_int_distribution<int>(-6, 3)(rng));
+        if (i % 37 == 0) g = std::ldexp(nd(rng), -140);
+        g = value_at(make(dt, {g}), 0);
+        // one kind per 16 elements (one AVX-512 step), so a step near one kind of edge does not send the
+        // others to the double redo
+        const std::size_t kind = i / 16 % 3;
+        double a;
+        if (kind == 2) {  // golden 0: |a| = atol as a float, then k float steps (float and double disagree)
+          float f = static_cast<float>(t.atol);
+          const int k = static_cast<int>(i % 5) - 2;
+          for (int s = 0; s < std::abs(k); ++s) f = std::nextafter(f, k > 0 ? 1e30f : 0.0f);
+          g = 0, a = (i % 4 == 1 ? -1 : 1) * static_cast<double>(f);
+        } else if (kind == 0) {  // on the tolerance, then k steps of the dtype away from it
+          const double tol = std::fma(t.rtol, std::abs(g), t.atol);
+          a = value_at(make(dt, {g + (i % 4 == 0 ? tol : -tol)}), 0);
+          const int k = static_cast<int>(i % 7) - 3;
+          for (int s = 0; s < std::abs(k); ++s)
+            a = std::nextafter(static_cast<float>(a), k > 0 ? 1e30f : -1e30f);
+        } else {  // |a − g| on a decade edge (golden 0) or near one
+          const double e = std::pow(10.0, static_cast<int>(i % 15) - 12);
+          float f = static_cast<float>(e);
+          const int k = static_cast<int>(i / 16 % 9) - 4;
+          for (int s = 0; s < std::abs(k); ++s) f = std::nextafter(f, k > 0 ? 1e30f : 0.0f);
+          g = i % 3 == 0 ? 0.0 : g;
+          a = g + (i % 5 == 0 ? -1 : 1) * static_cast<double>(f);
+        }
+        av[i] = a, gv[i] = g;
+      }
+      const Tensor a = make(dt, av), g = make(dt, gv);
+      check_all_paths(a, g, Method::mixed, mixed_tol(t.rtol, t.atol),
+                      fmt::format("{} rtol={} atol={}", dtype_name(dt), t.rtol, t.atol));
+    }
+  set_thread_count(0);
+}
+
 // Smallest k with k/n ≥ 0.99 in double (what compare_float asks the histogram for).
 std::uint64_t count_99(std::uint64_t n) {
   std::uint64_t k = 0;
