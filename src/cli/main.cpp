@@ -7,6 +7,12 @@
 #include "cli/command.h"
 #include "core/error.h"
 
+// kerncheck links the pthread build of OpenBLAS, which the engine runs single-threaded (engine_ops.cpp
+// init_blas: it parallelises over fixed tiles itself). The library's constructor starts a worker thread that
+// spins on sched_yield for ~0.1 s before it sleeps: 0.1 s of a second core per command, which made `kerncheck
+// test` use more CPU than wall time with KC_THREADS=1. No command needs those workers, so main stops them.
+extern "C" int blas_thread_shutdown_(void);
+
 namespace kc::cli {
 std::vector<Command>& commands() {
   static std::vector<Command> c;
@@ -40,6 +46,7 @@ int main(int argc, char** argv) {
     std::printf("kerncheck 0.1.0\n");
     return 0;
   }
+  blas_thread_shutdown_();
   for (auto& c : kc::cli::commands()) {
     if (c.name != argv[1]) continue;
     std::string prog = std::string("kerncheck ") + argv[1];

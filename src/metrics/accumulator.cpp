@@ -13,12 +13,6 @@
 
 namespace kc {
 
-int depth_bucket(std::int64_t depth) {
-  if (depth <= 0) return 0;
-  int b = 64 - std::countl_zero(static_cast<std::uint64_t>(depth));  // floor(log2) + 1
-  return std::min(b, kDepthBuckets - 1);
-}
-
 std::int64_t depth_bucket_lower(int b) { return b == 0 ? 0 : (std::int64_t{1} << (b - 1)); }
 
 namespace {
@@ -42,6 +36,17 @@ inline std::uint64_t hash_of(std::int64_t position) {  // splitmix64
 }
 
 }  // namespace
+
+// The same bin without branches, for the vector loop of add_block.
+inline std::int32_t fine_bin_nb(double m) {
+  const std::uint64_t bits = std::bit_cast<std::uint64_t>(m);
+  const std::int32_t e = static_cast<std::int32_t>((bits >> 52) & 0x7ff) - 1023;
+  const std::int32_t sub = static_cast<std::int32_t>((bits >> 47) & 31);
+  std::int32_t r = 2 + (e + 20) * 32 + sub;
+  r = m >= 0x1p10 ? kFineMarginBins - 1 : r;
+  r = m < 0x1p-20 ? 1 : r;
+  return m > 0 ? r : 0;
+}
 
 int fine_margin_bin(double m) { return fine_bin(m); }
 std::uint64_t position_hash(std::int64_t position) { return hash_of(position); }
@@ -219,9 +224,20 @@ inline V8l mask_of(V8b b) { return __builtin_convertvector(b, V8l) != 0; }
 // Sums of the run [s, e) of one cell.
 void add_cell_run(CellStats& c, const PositionBlock& b, int s, int e, int k) {
   LaneSum kl, kl_sq, dp, dp_sq, nr, nc, nd, nd_sq, sg, ms;
-  V8l n_fin{}, n_tok{}, n_sig{}, n_clamp{};
+  V8l n_fin{}, n_tok{}, n_sig{}, n_clamp{}, n_flip{};
+  // Margin bins without a scattered update: gt[t] counts margins above kMarginUpper[t] (t = 0..6; NaN is
+  // above none, so it lands in the tie bin like margin_bin's), the bin counts are their differences.
+  V8l gt[kMarginBins - 1] = {}, gt_flip[kMarginBins - 1] = {};
   V8d mx{};
   for (int i = s; i < e; i += 8) {
+    const V8d mg = load8<V8d>(b.margin, i, e);  // padding reads 0: above no threshold
+    const V8l fl = mask_of(load8<V8b>(b.flip, i, e));
+    n_flip -= fl;
+    for (int t = 0; t < kMarginBins - 1; ++t) {
+      const V8l above = mg > kMarginUpper[t];
+      gt[t] -= above;
+      gt_flip[t] -= above & fl;
+    }
     const V8l fin = mask_of(load8<V8b>(b.finite, i, e));
     const V8l tok = mask_of(load8<V8b>(b.token, i, e));
     const V8l clamp = mask_of(load8<V8b>(b.clamped, i, e));
@@ -248,9 +264,14 @@ void add_cell_run(CellStats& c, const PositionBlock& b, int s, int e, int k) {
     n_sig -= sf & in;
     n_clamp -= clamp;
   }
-  std::uint64_t nf = 0, nt = 0, ns = 0, ncl = 0;
+  std::uint64_t nf = 0, nt = 0, ns = 0, ncl = 0, nfl = 0, g[kMarginBins - 1] = {}, gf[kMarginBins - 1] = {};
   double m_max = c.kl_max;
   for (int l = 0; l < 8; ++l) {
+    nfl += n_flip[l];
+    for (int t = 0; t < kMarginBins - 1; ++t) {
+      g[t] += gt[t][l];
+      gf[t] += gt_flip[t][l];
+    }
     nf += n_fin[l];
     nt += n_tok[l];
     ns += n_sig[l];
@@ -258,6 +279,14 @@ void add_cell_run(CellStats& c, const PositionBlock& b, int s, int e, int k) {
     m_max = mx[l] > m_max ? mx[l] : m_max;
   }
   const std::uint64_t m = static_cast<std::uint64_t>(e - s);
+  c.bin_n[0] += m - g[0];
+  c.bin_flips[0] += nfl - gf[0];
+  for (int t = 1; t < kMarginBins - 1; ++t) {
+    c.bin_n[t] += g[t - 1] - g[t];
+    c.bin_flips[t] += gf[t - 1] - gf[t];
+  }
+  c.bin_n[kMarginBins - 1] += g[kMarginBins - 2];
+  c.bin_flips[kMarginBins - 1] += gf[kMarginBins - 2];
   c.n += m;
   c.nonfinite += m - nf;
   c.upper_infinite += m - nf;
@@ -282,17 +311,13 @@ void add_cell_run(CellStats& c, const PositionBlock& b, int s, int e, int k) {
     c.kl_values.resize(at + m);
     float* out = c.kl_values.data() + at;
     for (int i = s; i < e; ++i) out[i - s] = static_cast<float>(b.kl[i]);
+  } else {
+    for (int i = s; i < e; ++i)
+      if (b.finite[i]) c.kl_values.push_back(static_cast<float>(b.kl[i]));
   }
-  for (int i = s; i < e; ++i) {
-    const double mg = b.margin[i];  // margin_bin, branch-free (NaN → 0)
-    const int bin = (mg > 0) + (mg > 0.1) + (mg > 0.25) + (mg > 0.5) + (mg > 1.0) + (mg > 2.0) + (mg > 5.0);
-    ++c.bin_n[bin];
-    c.bin_flips[bin] += b.flip[i];
-    if (b.finite[i]) {
-      if (nf != m) c.kl_values.push_back(static_cast<float>(b.kl[i]));
-      if (b.flip[i]) c.flipped_kl.push_back(static_cast<float>(b.kl[i]));
-    }
-  }
+  if (nfl)
+    for (int i = s; i < e; ++i)
+      if (b.flip[i] & b.finite[i]) c.flipped_kl.push_back(static_cast<float>(b.kl[i]));
 }
 
 }  // namespace
@@ -339,21 +364,27 @@ void JudgeAccumulator::add_block(const PositionBlock& b) {
     }
     s = e;
   }
+  // Fine margin bins and plot-sample hashes in vector loops, then only the scattered updates per position.
+  alignas(64) std::int32_t fb[PositionBlock::kPad];
+  alignas(64) std::uint64_t hs[PositionBlock::kPad];
+  for (int i = 0; i < b.n; ++i) fb[i] = fine_bin_nb(b.margin[i]);
+  for (int i = 0; i < b.n; ++i) hs[i] = hash_of(b.position0 + i);
   for (int i = 0; i < b.n; ++i) {
     const double m = b.margin[i];
-    const int fb = fine_bin(m);
-    ++fine_n[fb];
-    fine_flips[fb] += b.flip[i];
-    if (m - m == 0) fine_margin_sum[fb].add(m);
-    const std::int64_t pos = b.position0 + i;
-    if (b.flip[i] && m > 1.0 && high_margin_flips.size() < kHighMarginList)
-      high_margin_flips.emplace_back(pos, m);
-    const std::uint64_t h = hash_of(pos);
-    if (h < sample_cut) {
-      sample.push_back({h, pos, static_cast<float>(b.finite[i] ? b.kl[i] : INFINITY), static_cast<float>(m),
-                        b.flip[i] != 0, b.domain[i], b.phase[i], b.depth[i]});
-      if (sample.size() >= 4 * kSample) sample_cut = trim_sample(sample);
-    }
+    const int f = fb[i];
+    ++fine_n[f];
+    fine_flips[f] += b.flip[i];
+    if (m - m == 0) fine_margin_sum[f].add(m);
+  }
+  if (high_margin_flips.size() < kHighMarginList)
+    for (int i = 0; i < b.n; ++i)
+      if (b.flip[i] && b.margin[i] > 1.0 && high_margin_flips.size() < kHighMarginList)
+        high_margin_flips.emplace_back(b.position0 + i, b.margin[i]);
+  for (int i = 0; i < b.n; ++i) {
+    if (hs[i] >= sample_cut) continue;
+    sample.push_back({hs[i], b.position0 + i, static_cast<float>(b.finite[i] ? b.kl[i] : INFINITY),
+                      static_cast<float>(b.margin[i]), b.flip[i] != 0, b.domain[i], b.phase[i], b.depth[i]});
+    if (sample.size() >= 4 * kSample) sample_cut = trim_sample(sample);
   }
 }
 

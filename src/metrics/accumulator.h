@@ -9,6 +9,7 @@
 // domain, by depth, by phase) is a merge of cells.
 #pragma once
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
@@ -23,7 +24,12 @@ namespace kc {
 // Depth bucket of a context length: 0 for depth 0, else floor(log2(depth)) + 1; the bucket b ≥ 1 holds
 // depths [2^(b−1), 2^b). Reported under its lower edge ("2048" = [2048, 4096)).
 inline constexpr int kDepthBuckets = 48;
-int depth_bucket(std::int64_t depth);
+// Inline: the judge's fast path computes it for every position (a vectorised lzcnt).
+inline int depth_bucket(std::int64_t depth) {
+  if (depth <= 0) return 0;
+  int b = 64 - std::countl_zero(static_cast<std::uint64_t>(depth));  // floor(log2) + 1
+  return b < kDepthBuckets - 1 ? b : kDepthBuckets - 1;
+}
 std::int64_t depth_bucket_lower(int bucket);
 
 inline constexpr int kPhases = 2;  // 0 prefill, 1 decode

@@ -100,43 +100,57 @@ void score_topk_rows(const float* lp, const float* lp_other, const float* lq, co
   V16f kl0{}, kl1{}, mass{}, q0{}, q1{}, e0{}, e1{}, s0{}, s1{};
   V16i bad{};
   const V16f shift = col.get(lq, 0, -200.0f) - col.get(lp, 0, -200.0f);
-  for (int j = 0; j < k; ++j) {
+  // Column j into the even (j even) or odd accumulators; the loop below takes j in pairs (no branch on j).
+  auto column = [&](int j, V16f& kl_acc, V16f& e_acc, V16f& s_acc, V16f& q_acc) {
     const V16f a = col.get(lp, j, -200.0f), b = col.get(lq, j, -200.0f);
     const V16f p = exp16(a);
     const V16f dd = b - a;
     // p·(lp − lq) with 0·x = 0 (p = 0 where lp = −inf): zero δ by a bit mask, which stays branch-free.
     const V16f dk = reinterpret_cast<V16f>(reinterpret_cast<V16i>(dd) & (p > 0.0f));
     const V16f e = dd - shift;
-    if (j & 1) {
-      kl1 -= p * dk;
-      e1 += e;
-      s1 += e * e;
-    } else {
-      kl0 -= p * dk;
-      e0 += e;
-      s0 += e * e;
-    }
+    kl_acc -= p * dk;
+    e_acc += e;
+    s_acc += e * e;
     mass += p;
-    if (need_q) {
-      if (j & 1)
-        q1 += exp16(b);
-      else
-        q0 += exp16(b);
-    }
+    if (need_q) q_acc += exp16(b);
     bad |= (dd - dd) != (dd - dd);  // δ is ±inf or NaN
+  };
+  int j = 0;
+  for (; j + 1 < k; j += 2) {
+    column(j, kl0, e0, s0, q0);
+    column(j + 1, kl1, e1, s1, q1);
   }
+  if (j < k) column(j, kl0, e0, s0, q0);
+  // The f64 part on all 16 lanes in plain loops (vectorised; padded rows repeat row 0's tail masses).
+  alignas(64) float k0[R], k1[R], ms[R], se0[R], se1[R], ss0[R], ss1[R];
+  alignas(64) std::int32_t bd[R];
+  std::memcpy(k0, &kl0, sizeof k0);
+  std::memcpy(k1, &kl1, sizeof k1);
+  std::memcpy(ms, &mass, sizeof ms);
+  std::memcpy(se0, &e0, sizeof se0);
+  std::memcpy(se1, &e1, sizeof se1);
+  std::memcpy(ss0, &s0, sizeof ss0);
+  std::memcpy(ss1, &s1, sizeof ss1);
+  std::memcpy(bd, &bad, sizeof bd);
+  alignas(64) double lpo[R], lqo[R];
+  for (int r = 0; r < R; ++r) {
+    lpo[r] = lp_other[r < rows ? r : 0];
+    lqo[r] = lq_other[r < rows ? r : 0];
+  }
+  // Every value computed unconditionally and then selected: GCC if-converts only selects of computed values
+  // (it will not speculate a floating-point operation out of a branch), so the loop stays vectorised.
   const double kk = k;
-  for (int r = 0; r < R; ++r) {  // vectorised: f64 exp of the tail masses
-    const double lpo = lp_other[r < rows ? r : 0];
-    const double lqo = lq_other[r < rows ? r : 0];
-    const double p_o = fastmath::exp_f64(lpo);
-    out.kl[r] =
-        (static_cast<double>(kl0[r]) + static_cast<double>(kl1[r])) + (p_o > 0 ? p_o * (lpo - lqo) : 0.0);
-    out.mass[r] = mass[r];
-    const double sd = static_cast<double>(e0[r]) + static_cast<double>(e1[r]);
-    const double sd2 = static_cast<double>(s0[r]) + static_cast<double>(s1[r]);
+  const bool var_ok = k >= 2;
+  for (int r = 0; r < R; ++r) {
+    const double p_o = fastmath::exp_f64(lpo[r]);
+    const double other = p_o * (lpo[r] - lqo[r]);
+    out.kl[r] = (static_cast<double>(k0[r]) + static_cast<double>(k1[r])) + (p_o > 0 ? other : 0.0);
+    out.mass[r] = ms[r];
+    const double sd = static_cast<double>(se0[r]) + static_cast<double>(se1[r]);
+    const double sd2 = static_cast<double>(ss0[r]) + static_cast<double>(ss1[r]);
     const double v = (sd2 - sd * sd / kk) / (kk - 1);
-    out.sigma2[r] = k >= 2 && bad[r] == 0 ? (v < 0 ? 0.0 : v) : NAN;
+    const double v0 = v < 0 ? 0.0 : v;
+    out.sigma2[r] = var_ok & (bd[r] == 0) ? v0 : NAN;
     out.q_other_clamped[r] = false;
   }
   if (!need_q) return;
@@ -148,10 +162,9 @@ void score_topk_rows(const float* lp, const float* lp_other, const float* lq, co
       out.q_other_clamped[r] = true;
       q_o = floor;
     }
-    const double lpo = lp_other[r];
-    const double p_o = fastmath::exp_f64(lpo);
+    const double p_o = fastmath::exp_f64(lpo[r]);
     out.kl[r] =
-        (static_cast<double>(kl0[r]) + static_cast<double>(kl1[r])) + other_term(p_o, lpo, std::log(q_o));
+        (static_cast<double>(k0[r]) + static_cast<double>(k1[r])) + other_term(p_o, lpo[r], std::log(q_o));
   }
 }
 

@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "core/error.h"
 #include "eval/calibrate.h"
@@ -129,6 +131,104 @@ JudgeAccumulator synthetic(int n, double kl, int flips_in_bin2, std::uint64_t se
     a.add(r);
   }
   return a;
+}
+
+// The fast path of accumulate (blocks; the plot sample prefiltered by a cut estimated from n) against the
+// per-position path (the same candidate with an all-ones coverage mask; its tail mass unknown, so both
+// use 1 − Σq) on enough positions for the cut to
+// apply: the same counts, bins and flips, and the plot sample is exactly the kSample positions with the
+// smallest hashes (selected here by a full sort).
+TEST(Accumulate, FastPathEqualsPerPositionPathAndSampleIsTheSmallestHashes) {
+  const int n = 120000, k = 4;
+  GoldenBuffers gb;
+  gb.k = k;
+  CandidateBuffers fast, slow;
+  fast.k = slow.k = k;
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  const std::uint8_t all[k] = {1, 1, 1, 1};
+  for (int i = 0; i < n; ++i) {
+    // Normalised log-probs over the k ids and the tail (a log-softmax of k + 1 logits), sorted, with ties.
+    float z[k + 1], zq[k + 1], lp[k], lq[k];
+    z[0] = 2.0f * u(rng);
+    for (int j = 1; j < k; ++j) z[j] = z[j - 1] - (i % 9 == 0 ? 0.0f : 3.0f * u(rng) * u(rng));
+    z[k] = z[k - 1] + 0.5f;  // the tail's total mass
+    for (int j = 0; j <= k; ++j) zq[j] = z[j] + 0.3f * (u(rng) - 0.5f);
+    double se = 0, seq = 0;
+    for (int j = 0; j <= k; ++j)
+      se += std::exp(static_cast<double>(z[j])), seq += std::exp(static_cast<double>(zq[j]));
+    for (int j = 0; j < k; ++j) {
+      lp[j] = static_cast<float>(z[j] - std::log(se));
+      lq[j] = static_cast<float>(zq[j] - std::log(seq));
+      gb.top_ids.push_back(j);
+      gb.top_logprobs.push_back(lp[j]);
+    }
+    gb.other_logprob.push_back(static_cast<float>(z[k] - std::log(se)));
+    gb.token.push_back(i % k);
+    gb.token_logprob.push_back(lp[i % k]);
+    gb.segment.push_back(i / 1000);
+    gb.depth.push_back(i % 1000);
+    gb.phase.push_back((i / 500) % 2);
+    gb.flags.push_back(0);
+    const int top = static_cast<int>(std::max_element(lq, lq + k) - lq);
+    fast.push(std::span<const float>(lq, k), NAN, top, lq[top], lq[i % k], 0);
+    slow.push(std::span<const float>(lq, k), NAN, top, lq[top], lq[i % k], 0, all);
+  }
+  Golden g;
+  g.meta = tiny_meta(n, k);
+  g.meta.segments.clear();
+  for (int s = 0; s < n / 1000; ++s)
+    g.meta.segments.push_back(
+        Segment{"s" + std::to_string(s), s % 3 ? "prose" : "code", 1000, s * 1000, "", {}});
+  g.a = gb.view();
+  auto input = [&](const CandidateBuffers& b) {
+    CandidateInput ci;
+    ci.buffers = b;
+    ci.in_memory = true;
+    ci.n = n;
+    return ci;
+  };
+  const JudgeAccumulator a = accumulate(g, input(fast), nullptr), b = accumulate(g, input(slow), nullptr);
+  ASSERT_EQ(a.cells.size(), b.cells.size());
+  std::uint64_t flips = 0;
+  for (std::size_t c = 0; c < a.cells.size(); ++c) {
+    EXPECT_EQ(a.cells[c].n, b.cells[c].n);
+    EXPECT_EQ(a.cells[c].nonfinite, b.cells[c].nonfinite);
+    EXPECT_EQ(a.cells[c].bin_n, b.cells[c].bin_n);
+    EXPECT_EQ(a.cells[c].bin_flips, b.cells[c].bin_flips);
+    EXPECT_EQ(a.cells[c].n_token, b.cells[c].n_token);
+    EXPECT_EQ(a.cells[c].kl_values.size(), b.cells[c].kl_values.size());
+    EXPECT_NEAR(a.cells[c].kl.value(), b.cells[c].kl.value(), 1e-6 * (1 + b.cells[c].kl.value()));
+    for (auto f : a.cells[c].bin_flips) flips += f;
+  }
+  EXPECT_GT(flips, 1000u);  // the bins and flips were exercised
+  EXPECT_EQ(a.fine_n, b.fine_n);
+  EXPECT_EQ(a.fine_flips, b.fine_flips);
+  for (int f = 0; f < kFineMarginBins; ++f)
+    EXPECT_EQ(a.fine_margin_sum[f].value(), b.fine_margin_sum[f].value()) << f;
+  EXPECT_EQ(a.segment_n, b.segment_n);
+  // The sample: the kSample smallest hashes, whichever path collected them.
+  std::vector<std::pair<std::uint64_t, std::int64_t>> h;
+  for (std::int64_t i = 0; i < n; ++i) h.emplace_back(position_hash(i), i);
+  std::sort(h.begin(), h.end());
+  std::vector<std::int64_t> want;
+  for (std::size_t i = 0; i < JudgeAccumulator::kSample; ++i) want.push_back(h[i].second);
+  std::sort(want.begin(), want.end());
+  for (const JudgeAccumulator* x : {&a, &b}) {
+    std::vector<SamplePoint> s = x->sample;
+    std::sort(s.begin(), s.end(), [](auto& p, auto& q) { return p.position < q.position; });
+    ASSERT_EQ(s.size(), want.size());
+    for (std::size_t i = 0; i < s.size(); ++i) ASSERT_EQ(s[i].position, want[i]) << i;
+  }
+  std::vector<SamplePoint> sa = a.sample, sb = b.sample;
+  for (auto* v : {&sa, &sb})
+    std::sort(v->begin(), v->end(), [](auto& p, auto& q) { return p.position < q.position; });
+  for (std::size_t i = 0; i < sa.size(); ++i) {
+    EXPECT_EQ(sa[i].flip, sb[i].flip);
+    EXPECT_EQ(sa[i].margin, sb[i].margin);
+    EXPECT_EQ(sa[i].depth, sb[i].depth);
+    EXPECT_NEAR(sa[i].kl, sb[i].kl, 1e-6f + 1e-4f * sb[i].kl);
+  }
 }
 
 TEST(Verdict, NoiseModeRules) {

@@ -327,6 +327,8 @@ TEST(Accumulator, BlockEqualsOneByOne) {
     r.score.mass = r.score.mass_covered = 0.5 + 0.4 * std::sin(i);
     r.score.kl_upper = r.score.kl;
     if (i % 211 == 0) r.score.kl = r.score.kl_upper = INFINITY;
+    if (i % 101 == 0) r.margin = NAN;  // k = 1: unknown margin, counted as a tie
+    if (i % 103 == 0) r.margin = -0.5;
     recs.push_back(r);
   }
   JudgeAccumulator one, blk;
