@@ -2,7 +2,8 @@
 // beside it). Prints one JSON object per command on stdout.
 //   kc_engine_bench sgemm N                       machine rate: one cblas_sgemm N×N×N with OpenBLAS on
 //                                                 kc::thread_count() threads, and our fixed-tile gemm_nt
-//   kc_engine_bench model MODEL PREFILL DECODE    prefill PREFILL tokens, then DECODE decode steps
+//   kc_engine_bench model MODEL PREFILL DECODE [f32]   prefill PREFILL tokens, then DECODE decode steps
+//                                                 (quantized GEMVs where the GGUF allows; f32: the f32 ones)
 //   kc_engine_bench memory MODEL T                one T-token prefill, logits discarded; reports maxrss
 //   kc_engine_bench profile MODEL T               one T-token prefill timed per op (wall and process CPU
 //                                                 seconds between the named-tensor hook events)
@@ -83,10 +84,18 @@ double prefill_flops(const kc::LlamaConfig& c, std::size_t T) {
   return gemm + attn;
 }
 
-int bench_model(const std::string& path, std::size_t n_prefill, std::size_t n_decode) {
+double cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// f32_decode: drop the quantized decode path (as the lab's for_each_weight does), for an A/B of the GEMVs.
+int bench_model(const std::string& path, std::size_t n_prefill, std::size_t n_decode, bool f32_decode) {
   auto t = clock_type::now();
-  const auto model = kc::LlamaModel::load(path);
+  auto model = kc::LlamaModel::load(path);
   const double t_load = seconds_since(t);
+  if (f32_decode) model.for_each_weight([](const std::string&, std::span<float>) {});
   const auto ids = bench_tokens(n_prefill + n_decode, model.config().n_vocab);
   kc::LlamaState warm(model.config());  // first touch of the weights and the BLAS buffers
   model.prefill(warm, std::span(ids).first(16));
@@ -96,23 +105,18 @@ int bench_model(const std::string& path, std::size_t n_prefill, std::size_t n_de
   model.prefill(st, std::span(ids).first(n_prefill), [](std::size_t, std::size_t, std::span<const float>) {});
   const double t_prefill = seconds_since(t);
   t = clock_type::now();
+  const double c0 = cpu_seconds();
   for (std::size_t i = 0; i < n_decode; ++i) model.decode(st, ids[n_prefill + i]);
-  const double t_decode = seconds_since(t);
+  const double t_decode = seconds_since(t), cpu_decode = cpu_seconds() - c0;
   std::printf(
       "{\"threads\": %d, \"load_s\": %.3f, \"prefill_tokens\": %zu, \"prefill_s\": %.4f, \"prefill_tok_s\": "
       "%.2f, "
       "\"prefill_gflops\": %.2f, \"decode_steps\": %zu, \"decode_s\": %.4f, \"decode_tok_s\": %.2f, "
-      "\"maxrss_mb\": %.1f}\n",
+      "\"decode_cpu_ms_per_token\": %.2f, \"decode_weights\": \"%s\", \"maxrss_mb\": %.1f}\n",
       kc::thread_count(), t_load, n_prefill, t_prefill, n_prefill / t_prefill,
       prefill_flops(model.config(), n_prefill) / t_prefill * 1e-9, n_decode, t_decode, n_decode / t_decode,
-      maxrss_mb());
+      cpu_decode / n_decode * 1e3, model.quantized() ? "quantized" : "f32", maxrss_mb());
   return 0;
-}
-
-double cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
 // Where a prefill's time goes: the time between consecutive hook events on the calling thread is charged
@@ -183,12 +187,13 @@ int main(int argc, char** argv) {
   try {
     const std::string cmd = argc > 1 ? argv[1] : "";
     if (cmd == "sgemm" && argc == 3) return bench_sgemm(std::stoul(argv[2]));
-    if (cmd == "model" && argc == 5) return bench_model(argv[2], std::stoul(argv[3]), std::stoul(argv[4]));
+    if (cmd == "model" && (argc == 5 || (argc == 6 && std::string(argv[5]) == "f32")))
+      return bench_model(argv[2], std::stoul(argv[3]), std::stoul(argv[4]), argc == 6);
     if (cmd == "memory" && argc == 4) return bench_memory(argv[2], std::stoul(argv[3]));
     if (cmd == "profile" && argc == 4) return bench_profile(argv[2], std::stoul(argv[3]));
-    std::fprintf(
-        stderr,
-        "usage: kc_engine_bench sgemm N | model MODEL PREFILL DECODE | memory MODEL T | profile MODEL T\n");
+    std::fprintf(stderr,
+                 "usage: kc_engine_bench sgemm N | model MODEL PREFILL DECODE [f32] | memory MODEL T | "
+                 "profile MODEL T\n");
     return 2;
   } catch (const kc::Error& e) {
     std::fprintf(stderr, "kc_engine_bench: error: %s\n", e.what());

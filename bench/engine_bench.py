@@ -2,14 +2,16 @@
 """Speed of kerncheck's f32 Llama engine against HF transformers in f32 on the same threads, in one run.
 
 Prints: the machine's sgemm rate (OpenBLAS, one large multiply) and our fixed-tile gemm_nt; SmolLM2-135M
-prefill (tokens/s, GFLOP/s, fraction of the sgemm rate) and decode (tokens/s) for ours and transformers
-(torch.set_num_threads(THREADS)) with the ratios; the peak memory (maxrss) of an 8k-token prefill.
+prefill (tokens/s, GFLOP/s, fraction of the sgemm rate) and decode (tokens/s; ours reads the GGUF's
+quantized blocks, and says so) for ours and transformers (torch.set_num_threads(THREADS)) with the ratios;
+the peak memory (maxrss) of an 8k-token prefill. --f32-decode adds our decode on the f32 weights.
 
 With --profile, also where our prefill's time goes per op (process CPU seconds between the engine's
 named-tensor hook events, robust against other load on the machine).
 
 Usage: bench/engine_bench.py [--build BUILD] [--model GGUF] [--threads N] [--prefill 512] [--decode 128]
                              [--memory-tokens 8192] [--no-transformers] [--profile]
+                             [--f32-decode]
 """
 import argparse, json, os, subprocess, sys, time
 
@@ -58,6 +60,8 @@ def main():
     ap.add_argument("--memory-tokens", type=int, default=8192)
     ap.add_argument("--no-transformers", action="store_true")
     ap.add_argument("--profile", action="store_true", help="per-op CPU time of our prefill")
+    ap.add_argument("--f32-decode", action="store_true",
+                    help="also time our decode on the f32 weights (A/B of the quantized GEMV)")
     a = ap.parse_args()
     exe = os.path.join(a.build, "bench", "kc_engine_bench")
     n = a.threads
@@ -69,7 +73,12 @@ def main():
 
     us = ours(exe, "model", a.model, a.prefill, a.decode, threads=n)
     print(f"ours: prefill {a.prefill} tokens {us['prefill_tok_s']:.1f} tok/s ({us['prefill_gflops']:.1f} GFLOP/s = "
-          f"{us['prefill_gflops'] / sg['openblas_gflops']:.0%} of sgemm), decode {us['decode_tok_s']:.2f} tok/s")
+          f"{us['prefill_gflops'] / sg['openblas_gflops']:.0%} of sgemm), decode {us['decode_tok_s']:.2f} tok/s "
+          f"({us['decode_weights']} weights, {us['decode_cpu_ms_per_token']:.1f} CPU ms/token)")
+    if a.f32_decode:
+        f32 = ours(exe, "model", a.model, 16, a.decode, "f32", threads=n)
+        print(f"ours, f32 decode (the path after for_each_weight): {f32['decode_tok_s']:.2f} tok/s "
+              f"({f32['decode_cpu_ms_per_token']:.1f} CPU ms/token)")
     if a.profile:
         # what runs before each hook event (docs/engine.md): the time is charged to the event that ends it
         what = {"attn.q": "Q/K/V GEMMs + RoPE", "attn.ctx": "attention", "attn.out": "o_proj GEMM",

@@ -74,6 +74,32 @@ void dequantize_row(GgmlType t, const std::uint8_t* src, float* dst, std::size_t
 // same way whatever the thread count). src must hold rows * row_len / block_size blocks.
 void dequantize(GgmlType t, std::span<const std::uint8_t> src, std::span<float> dst, std::size_t row_len);
 
+// A row-major [rows, cols] matrix of ggml blocks, e.g. one tensor of a mapped GGUF file (not owned).
+struct QuantMatrix {
+  GgmlType type = GgmlType::F32;
+  const std::uint8_t* data = nullptr;
+  std::size_t rows = 0, cols = 0, row_bytes = 0;
+};
+
+// Whether quant_gemv has a kernel for t: the 32-element block types Q4_0, Q4_1, Q5_0, Q5_1, Q8_0.
+bool quant_gemv_supported(GgmlType t);
+
+// Decode GEMV straight from the blocks: y[r] = Σ_j W[i, j] · x[j] (+ bias[r]), i = row_map ? row_map[r] : r,
+// where W[i, j] is bitwise the value dequantize_row gives (the same block code) and each product is an
+// f32 fma into 32 lanes added in a fixed tree: only the summation order differs from an f32 GEMV over the
+// dequantized weights. Rows in fixed chunks (kc::parallel_for): the same bits for any thread count.
+void quant_gemv(const QuantMatrix& w, const float* x, float* y, const std::uint32_t* row_map = nullptr,
+                const float* bias = nullptr);
+// Several GEMVs in one parallel region (decode's Q/K/V, gate/up): each element as quant_gemv computes it.
+struct QuantGemv {
+  QuantMatrix w;
+  const float* x = nullptr;
+  float* y = nullptr;
+  const std::uint32_t* row_map = nullptr;
+  const float* bias = nullptr;
+};
+void quant_gemv(std::span<const QuantGemv> jobs);
+
 // Exact IEEE half → float (NaN payloads kept, like numpy's astype).
 float half_to_float(std::uint16_t h);
 

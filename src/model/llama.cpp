@@ -61,6 +61,33 @@ struct LlamaModel::Scratch {
   }
 };
 
+void LlamaModel::linear(const float* x, std::size_t T, std::size_t k, std::span<const Linear> ops) const {
+  auto quantized = [&](const Linear& op) {
+    if (T != 1 || !op.q || !op.q->data) return false;
+    KC_ASSERT(op.q->rows == op.n && op.q->cols == k, "linear: quantized [{}, {}] for [{}, {}]", op.q->rows,
+              op.q->cols, op.n, k);
+    return true;
+  };
+  auto job = [&](const Linear& op) {
+    return QuantGemv{*op.q, x, op.y, op.row_map && !op.row_map->empty() ? op.row_map->data() : nullptr,
+                     op.bias};
+  };
+  if (std::all_of(ops.begin(), ops.end(), quantized)) {
+    std::vector<QuantGemv> jobs;
+    for (const auto& op : ops) jobs.push_back(job(op));
+    quant_gemv(jobs);
+    return;
+  }
+  for (const auto& op : ops) {
+    if (quantized(op)) {
+      const QuantGemv j = job(op);
+      quant_gemv({&j, 1});
+    } else {
+      engine::gemm_nt(x, T, k, op.w.data(), op.n, op.y, op.bias);
+    }
+  }
+}
+
 void LlamaModel::report(std::string_view name, int layer, std::size_t pos0, std::size_t rows,
                         std::size_t cols, float* data) const {
   if (hook_) hook_(TensorEvent{name, layer, -1, pos0, rows, cols, {data, rows * cols}});
@@ -76,9 +103,14 @@ void LlamaModel::attention_block(std::size_t il, LlamaState& st, std::size_t T, 
 
   engine::rmsnorm(s.x.data(), w.attn_norm.data(), T, D, c.rms_eps, s.xn.data());  // xn [T, D]
   report("attn.norm", L, p0, T, D, s.xn.data());
-  engine::gemm_nt(s.xn.data(), T, D, w.wq.data(), qs, s.q.data(), c.qkv_bias ? w.bq.data() : nullptr);
-  engine::gemm_nt(s.xn.data(), T, D, w.wk.data(), kvs, k_new, c.qkv_bias ? w.bk.data() : nullptr);
-  engine::gemm_nt(s.xn.data(), T, D, w.wv.data(), kvs, v_new, c.qkv_bias ? w.bv.data() : nullptr);
+  const LlamaQuantLayer* ql = quant_ ? &quant_->layers[il] : nullptr;
+  const Linear qkv[] = {// q [T, nH·hd], k_new and v_new [T, nKV·hd]
+                        {w.wq, ql ? &ql->wq : nullptr, qs, s.q.data(), c.qkv_bias ? w.bq.data() : nullptr,
+                         ql ? &quant_->q_rows : nullptr},
+                        {w.wk, ql ? &ql->wk : nullptr, kvs, k_new, c.qkv_bias ? w.bk.data() : nullptr,
+                         ql ? &quant_->k_rows : nullptr},
+                        {w.wv, ql ? &ql->wv : nullptr, kvs, v_new, c.qkv_bias ? w.bv.data() : nullptr}};
+  linear(s.xn.data(), T, D, qkv);
   if (c.qk_norm) {  // Qwen3: RMSNorm over each head's hd dims, before RoPE
     engine::rmsnorm(s.q.data(), w.q_norm.data(), T * c.n_heads, hd, c.rms_eps, s.q.data());
     engine::rmsnorm(k_new, w.k_norm.data(), T * c.n_kv_heads, hd, c.rms_eps, k_new);
@@ -94,7 +126,8 @@ void LlamaModel::attention_block(std::size_t il, LlamaState& st, std::size_t T, 
   engine::attention_causal(s.q.data(), T, p0, st.k[il].data(), st.v[il].data(), shape, s.ctx.data(),
                            hook_ ? &hook_ : nullptr, L, kernel_);  // ctx [T, nH·hd]
   report("attn.ctx", L, p0, T, qs, s.ctx.data());
-  engine::gemm_nt(s.ctx.data(), T, qs, w.wo.data(), D, s.o.data());  // o [T, D]
+  const Linear o{w.wo, ql ? &ql->wo : nullptr, D, s.o.data()};
+  linear(s.ctx.data(), T, qs, {&o, 1});  // o [T, D]
   report("attn.out", L, p0, T, D, s.o.data());
   engine::add_inplace(s.x.data(), s.o.data(), T * D);
 }
@@ -106,13 +139,16 @@ void LlamaModel::mlp_block(std::size_t il, std::size_t T, Scratch& s) const {
   const std::size_t D = c.d_model, F = c.d_ff, p0 = s.pos0;
   engine::rmsnorm(s.x.data(), w.mlp_norm.data(), T, D, c.rms_eps, s.xn.data());  // xn [T, D]
   report("mlp.norm", L, p0, T, D, s.xn.data());
-  engine::gemm_nt(s.xn.data(), T, D, w.w_gate.data(), F, s.gate.data());  // gate [T, F]
-  engine::gemm_nt(s.xn.data(), T, D, w.w_up.data(), F, s.up.data());      // up   [T, F]
+  const LlamaQuantLayer* ql = quant_ ? &quant_->layers[il] : nullptr;
+  const Linear gate_up[] = {{w.w_gate, ql ? &ql->w_gate : nullptr, F, s.gate.data()},  // gate [T, F]
+                            {w.w_up, ql ? &ql->w_up : nullptr, F, s.up.data()}};       // up   [T, F]
+  linear(s.xn.data(), T, D, gate_up);
   report("mlp.gate", L, p0, T, F, s.gate.data());
   report("mlp.up", L, p0, T, F, s.up.data());
   engine::silu_mul(s.gate.data(), s.up.data(), T * F, s.gate.data());  // act  [T, F]
   report("mlp.act", L, p0, T, F, s.gate.data());
-  engine::gemm_nt(s.gate.data(), T, F, w.w_down.data(), D, s.o.data());  // o    [T, D]
+  const Linear down{w.w_down, ql ? &ql->w_down : nullptr, D, s.o.data()};
+  linear(s.gate.data(), T, F, {&down, 1});  // o    [T, D]
   report("mlp.out", L, p0, T, D, s.o.data());
   engine::add_inplace(s.x.data(), s.o.data(), T * D);
 }
@@ -142,7 +178,8 @@ void LlamaModel::forward(LlamaState& st, std::span<const std::int32_t> tokens, S
   report("final.norm", -1, s.pos0, T, D, s.xn.data());
   if (!logits) return;
   const auto& head = c.tied_embeddings ? weights_.embed : weights_.lm_head;
-  engine::gemm_nt(s.xn.data(), T, D, head.data(), c.n_vocab, s.logits.data());  // logits [T, V]
+  const Linear lm{head, quant_ ? &quant_->lm_head : nullptr, c.n_vocab, s.logits.data()};
+  linear(s.xn.data(), T, D, {&lm, 1});  // logits [T, V]
   report("logits", -1, s.pos0, T, c.n_vocab, s.logits.data());
 }
 
@@ -173,6 +210,7 @@ std::vector<float> LlamaModel::prefill(LlamaState& st, std::span<const std::int3
 }
 
 void LlamaModel::for_each_weight(const std::function<void(const std::string&, std::span<float>)>& fn) {
+  quant_.reset();  // fn may change the f32 weights: from now on they, not the file, are the model
   auto w = [&](const std::string& name, std::vector<float>& v) {
     if (!v.empty()) fn(name, v);
   };

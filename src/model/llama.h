@@ -1,6 +1,8 @@
 // kerncheck's f32 reference engine for the Llama family: Llama / SmolLM2, Qwen2 (q/k/v bias), Qwen3 (q/k
 // RMSNorm, explicit head_dim). Weights come from a GGUF file (dequantized to f32) or an HF checkpoint
-// (config.json + safetensors), all held in f32; every op runs in f32 (src/ops/engine_ops.h).
+// (config.json + safetensors), all held in f32; every op runs in f32 (src/ops/engine_ops.h). Decode (one
+// token) reads a GGUF's Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 matrices from the mapped file and dequantizes them in
+// registers to the same f32 values (LlamaQuantWeights): 5-6× fewer bytes per token, same weights.
 //
 // The forward pass is one short function per block (attention_block, mlp_block, layer, forward) over
 // explicit structs: LlamaWeights (read-only) and LlamaState (the KV cache). Named intermediate tensors
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "model/causal_lm.h"
+#include "model/dequant.h"
 #include "ops/engine_ops.h"
 
 namespace kc {
@@ -64,6 +67,20 @@ struct LlamaWeights {
   std::vector<float> lm_head;     // [V, D]; empty when tied (embed is used)
 };
 
+// Decode's view of a GGUF's quantized matrices, read in place from the mapped file (no copy): a matrix whose
+// type quant_gemv supports (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) has data != nullptr, any other keeps the f32 path.
+// Rows are the file's: q_rows / k_rows map HF row r to the GGUF row holding it (the loader's unpermute;
+// empty when the file's order is kept). Its dequantized values equal the f32 weights bit for bit.
+struct LlamaQuantLayer {
+  QuantMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+};
+struct LlamaQuantWeights {
+  std::shared_ptr<const void> file;  // keeps the mapping alive
+  std::vector<LlamaQuantLayer> layers;
+  QuantMatrix lm_head;  // output.weight, or token_embd.weight when tied
+  std::vector<std::uint32_t> q_rows, k_rows;
+};
+
 // Named f32 weights of a checkpoint, addressed by HF names ("model.layers.3.self_attn.q_proj.weight") with
 // HF shapes ([out, in] for matrices). A GGUF source translates names, reverses its dims and undoes the Q/K
 // row permutation (unless asked for adjacent-pair RoPE).
@@ -102,6 +119,9 @@ class LlamaModel : public CausalLM {
 
   const LlamaConfig& config() const { return config_; }
   const LlamaWeights& weights() const { return weights_; }
+  // The quantized decode path (GGUF files with supported types), or nullptr: HF checkpoints, and every
+  // model after for_each_weight (the lab may have changed the f32 weights, so the file no longer holds them).
+  const LlamaQuantWeights* quantized() const { return quant_.get(); }
 
   // Tokens enter at state.pos; the prompt runs in chunks of kPrefillChunk tokens through the KV cache, so
   // memory stays bounded at any length. Returns logits [T, V] (the sink overload hands them out per chunk
@@ -136,12 +156,24 @@ class LlamaModel : public CausalLM {
   void mlp_block(std::size_t il, std::size_t T, Scratch& s) const;
   void layer(std::size_t il, LlamaState& state, std::size_t T, Scratch& s) const;
   void check_tokens(std::span<const std::int32_t> tokens) const;
+  // y [T, n] = x [T, k] · wᵀ (+ bias) for each op of the same x: for one token, quant_gemv on the file's
+  // blocks where q has them (ops that all do share one parallel region), else the f32 GEMM.
+  struct Linear {
+    const std::vector<float>& w;  // [n, k] f32
+    const QuantMatrix* q;         // the same matrix in the file, or nullptr / q->data == nullptr
+    std::size_t n;
+    float* y;
+    const float* bias = nullptr;
+    const std::vector<std::uint32_t>* row_map = nullptr;  // q's row of output row r (empty: r)
+  };
+  void linear(const float* x, std::size_t T, std::size_t k, std::span<const Linear> ops) const;
   void report(std::string_view name, int layer, std::size_t pos0, std::size_t rows, std::size_t cols,
               float* data) const;
 
   LlamaConfig config_;
   LlamaWeights weights_;
   std::vector<float> inv_freq_;  // [rot_dim/2]
+  std::shared_ptr<const LlamaQuantWeights> quant_;
   engine::TensorHook hook_;
   engine::KernelOptions kernel_;
 };

@@ -257,30 +257,29 @@ std::string gguf_name(const std::string& hf) {
 
 class GgufSource : public WeightSource {
  public:
-  GgufSource(GgufFile file, const LlamaConfig& c, bool unpermute)
+  GgufSource(std::shared_ptr<const GgufFile> file, const LlamaConfig& c, bool unpermute)
       : file_(std::move(file)),
         n_heads_(c.n_heads),
         n_kv_heads_(c.n_kv_heads),
         head_dim_(c.head_dim),
         d_model_(c.d_model),
         unpermute_(unpermute) {}
-  const std::string& path() const override { return file_.path(); }
+  const std::string& path() const override { return file_->path(); }
   std::string display_name(const std::string& name) const override {
     const std::string g = gguf_name(name);
     return g.empty() ? "'" + name + "'" : "'" + g + "' (" + name + ")";
   }
   std::optional<std::vector<std::int64_t>> shape(const std::string& name) const override {
-    const auto* t = file_.find_tensor(gguf_name(name));
+    const auto* t = file_->find_tensor(gguf_name(name));
     if (!t) return std::nullopt;
     return t->shape();
   }
   void read_f32(const std::string& name, std::span<float> out) const override {
-    file_.dequantize_into(file_.tensor_info(gguf_name(name)), out);
+    file_->dequantize_into(file_->tensor_info(gguf_name(name)), out);
     if (!unpermute_) return;
     if (name.ends_with("self_attn.q_proj.weight")) unpermute_rows(out, n_heads_);
     if (name.ends_with("self_attn.k_proj.weight")) unpermute_rows(out, n_kv_heads_);
   }
-  const GgufFile& file() const { return file_; }
 
  private:
   // llama.cpp's converter reorders each head's rows (two, i) → (i, two) so that adjacent pairs rotate
@@ -296,10 +295,59 @@ class GgufSource : public WeightSource {
                       cols * sizeof(float));
   }
 
-  GgufFile file_;
+  std::shared_ptr<const GgufFile> file_;
   std::size_t n_heads_, n_kv_heads_, head_dim_, d_model_;
   bool unpermute_;
 };
+
+// GGUF row of HF row r after unpermute_rows: HF row h·hd + two·hd/2 + i is GGUF row h·hd + 2i + two.
+std::vector<std::uint32_t> unpermute_map(std::size_t n_head, std::size_t hd) {
+  std::vector<std::uint32_t> map(n_head * hd);
+  const std::size_t half = hd / 2;
+  for (std::size_t h = 0; h < n_head; ++h)
+    for (std::size_t two = 0; two < 2; ++two)
+      for (std::size_t i = 0; i < half; ++i)
+        map[h * hd + two * half + i] = static_cast<std::uint32_t>(h * hd + 2 * i + two);
+  return map;
+}
+
+// The decode path's view of the file's matrices (from_source has checked every tensor's presence and
+// shape). Matrices of other types stay empty (f32 path); nullptr when none qualifies.
+std::shared_ptr<const LlamaQuantWeights> quant_weights(const std::shared_ptr<const GgufFile>& file,
+                                                       const LlamaConfig& c, bool unpermute) {
+  auto q = std::make_shared<LlamaQuantWeights>();
+  bool any = false;
+  auto matrix = [&](const std::string& name) {
+    const GgufTensorInfo& t = file->tensor_info(name);
+    QuantMatrix m;
+    if (!quant_gemv_supported(t.type) || t.ne.size() != 2) return m;
+    m.type = t.type;
+    m.data = file->tensor_data(t).data();
+    m.cols = t.ne[0], m.rows = t.ne[1];
+    const GgmlTypeInfo& info = ggml_type_info(t.type);
+    m.row_bytes = m.cols / info.block_size * info.type_size;
+    any = true;
+    return m;
+  };
+  q->layers.resize(c.n_layers);
+  for (std::size_t il = 0; il < c.n_layers; ++il) {
+    const std::string p = fmt::format("blk.{}.", il);
+    auto& l = q->layers[il];
+    l.wq = matrix(p + "attn_q.weight"), l.wk = matrix(p + "attn_k.weight"),
+    l.wv = matrix(p + "attn_v.weight");
+    l.wo = matrix(p + "attn_output.weight");
+    l.w_gate = matrix(p + "ffn_gate.weight"), l.w_up = matrix(p + "ffn_up.weight");
+    l.w_down = matrix(p + "ffn_down.weight");
+  }
+  q->lm_head = matrix(c.tied_embeddings ? "token_embd.weight" : "output.weight");
+  if (!any) return nullptr;
+  if (unpermute) {
+    q->q_rows = unpermute_map(c.n_heads, c.head_dim);
+    q->k_rows = unpermute_map(c.n_kv_heads, c.head_dim);
+  }
+  q->file = file;
+  return q;
+}
 
 LlamaConfig config_from_gguf(const GgufFile& g, bool adjacent_pairs) {
   const std::string& path = g.path();
@@ -435,10 +483,13 @@ LlamaModel LlamaModel::load(const std::string& path, const LlamaLoadOptions& opt
   in.read(magic, 4);
   if (in.gcount() != 4 || std::memcmp(magic, "GGUF", 4) != 0)
     throw_input_error(path, "format", "a GGUF file (magic 'GGUF') or an HF checkpoint folder", "neither");
-  GgufFile g = GgufFile::open(path);
-  const LlamaConfig c = config_from_gguf(g, opt.gguf_adjacent_pairs);
-  GgufSource src(std::move(g), c, c.arch == LlamaArch::llama && c.rope_style == RopeStyle::rotate_half);
-  return from_source(c, src);
+  auto g = std::make_shared<const GgufFile>(GgufFile::open(path));
+  const LlamaConfig c = config_from_gguf(*g, opt.gguf_adjacent_pairs);
+  const bool unpermute = c.arch == LlamaArch::llama && c.rope_style == RopeStyle::rotate_half;
+  GgufSource src(g, c, unpermute);
+  LlamaModel m = from_source(c, src);
+  m.quant_ = quant_weights(g, c, unpermute);
+  return m;
 }
 
 }  // namespace kc
