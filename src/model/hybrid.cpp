@@ -6,11 +6,69 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace kc {
 
 using engine::RowsView;
 using engine::TensorEvent;
+
+namespace {
+
+// GEMM tiles of the prefill (y[m, n] = x[m, k]·w[n, k]ᵀ), functions of (m, n) only, so that every element is
+// computed by the same single-threaded sgemm call for any thread count, and with or without a hook (the
+// fused schedules below run the same calls). Rows in blocks of 256 (smaller row tiles run 20–40% slower
+// at K = 192, and tiles under ~1e6 multiply-adds take OpenBLAS's small-matrix kernel, which rounds
+// differently); columns halved until there are 4 tiles (2 or 4 threads get equal shares) or a tile would
+// fall under 64 columns. hybrid-tiny at 512 rows: every projection 4 tiles, the LM head 32.
+struct Tiles {
+  std::size_t rows, cols, row_tiles, col_tiles;
+  std::size_t count() const { return row_tiles * col_tiles; }
+};
+
+Tiles tiles_of(std::size_t m, std::size_t n) {
+  constexpr std::size_t kRows = 256, kMaxCols = 512, kMinCols = 64, kWant = 4;
+  const std::size_t rt = chunk_count(m, kRows);
+  std::size_t ct = chunk_count(n, kMaxCols);
+  while (rt * ct < kWant && n / (2 * ct) >= kMinCols) ct *= 2;
+  const std::size_t cb = (chunk_count(n, ct) + 15) / 16 * 16;
+  return {kRows, cb, rt, chunk_count(n, cb)};
+}
+
+struct Tile {
+  std::size_t r0, r1, c0, c1;
+};
+
+// fn(tile) for every tile of an [m, n] output, one parallel region.
+template <class Fn>
+void for_tiles(std::size_t m, std::size_t n, Fn&& fn) {
+  const Tiles t = tiles_of(m, n);
+  parallel_for(t.count(), 1, [&](std::size_t i, std::size_t, std::size_t) {
+    const std::size_t r0 = (i / t.col_tiles) * t.rows, c0 = (i % t.col_tiles) * t.cols;
+    fn(Tile{r0, std::min(m, r0 + t.rows), c0, std::min(n, c0 + t.cols)});
+  });
+}
+
+// One tile of y = x·wᵀ: x rows from x_rows (row r0 of the tile at x_rows[0]), y at row stride ldy.
+void gemm_tile(const Tile& t, const float* x_rows, std::size_t k, const float* w, float* y, std::size_t ldy) {
+  engine::sgemm_nt_serial(x_rows, k, w + t.c0 * k, k, y + t.r0 * ldy + t.c0, ldy, t.r1 - t.r0, t.c1 - t.c0,
+                          k);
+}
+
+// y[m, n] = x[m, k]·w[n, k]ᵀ: prefill tiles above; a decode step (m = 1) is the engine's GEMV.
+void gemm(const float* x, std::size_t m, std::size_t k, const float* w, std::size_t n, float* y) {
+  if (m <= 1) return engine::gemm_nt(x, m, k, w, n, y);
+  engine::init_blas();
+  for_tiles(m, n, [&](const Tile& t) { gemm_tile(t, x + t.r0 * k, k, w, y, n); });
+}
+
+// y[r0:r1, c0:c1] += o[r0:r1, c0:c1] (both [·, ld]).
+void add_tile(const Tile& t, float* y, const float* o, std::size_t ld) {
+  for (std::size_t r = t.r0; r < t.r1; ++r)
+    for (std::size_t c = t.c0; c < t.c1; ++c) y[r * ld + c] += o[r * ld + c];
+}
+
+}  // namespace
 
 std::string HybridModel::architecture() const {
   return config_.arch == HybridArch::qwen3_5 ? "qwen3_5" : "qwen3_next";
@@ -37,13 +95,28 @@ void HybridState::reserve(std::size_t n_pos) {
 
 // ============================================================================================ forward
 struct HybridModel::Scratch {
-  std::vector<float> x, xn, o;                          // [T, D]
-  std::vector<float> proj, ba, y, q, k, g, beta, core;  // GDN
-  std::vector<float> qg, aq, gate_a, ctx;               // attention
-  std::vector<float> gate, up;                          // FFN [T, F]
+  std::vector<float> x, xn, o;                        // [T, D]
+  std::vector<float> proj, ba, y, qk, g, beta, core;  // GDN; qk [T, q̂ | k̂]
+  std::vector<float> qg, aq, gate_a, ctx;             // attention
+  std::vector<float> gate, up;                        // FFN [T, F]
   std::vector<float> cos_t, sin_t, logits, norm_w;
   std::size_t pos0 = 0;
 };
+
+HybridModel::ScratchPtr HybridModel::take_scratch() const {
+  {
+    std::lock_guard<std::mutex> g(scratch_pool_->mu);
+    if (scratch_pool_->spare) return std::move(scratch_pool_->spare);
+  }
+  return ScratchPtr(new Scratch, [](Scratch* p) { delete p; });
+}
+
+void HybridModel::give_back(ScratchPtr s) const {
+  constexpr std::size_t kKeepLogits = std::size_t{1} << 24;  // floats; larger LM-head buffers are freed
+  if (s->logits.capacity() > kKeepLogits) s->logits = {};
+  std::lock_guard<std::mutex> g(scratch_pool_->mu);
+  scratch_pool_->spare = std::move(s);
+}
 
 void HybridModel::report(std::string_view name, int layer, std::size_t pos0, std::size_t rows,
                          std::size_t cols, float* data) const {
@@ -66,13 +139,24 @@ void HybridModel::gdn_block(std::size_t il, HybridState& st, std::size_t T, bool
   const int L = static_cast<int>(il);
   const std::size_t D = c.d_model, CD = c.conv_dim(), VD = c.value_dim(), KD = c.key_dim(), P = CD + VD;
   const std::size_t Hk = c.lin_k_heads, Hv = c.lin_v_heads, dk = c.lin_dk, dv = c.lin_dv, p0 = s.pos0;
-  s.proj.resize(T * P), s.ba.resize(T * 2 * Hv), s.y.resize(T * CD), s.q.resize(T * KD), s.k.resize(T * KD);
+  s.proj.resize(T * P), s.ba.resize(T * 2 * Hv), s.y.resize(T * CD), s.qk.resize(T * 2 * KD);
   s.g.resize(T * Hv), s.beta.resize(T * Hv), s.core.resize(T * VD);
 
+  // Without a hook, T > 1: residual adds fused into the output projection's tiles (same bits, fewer regions).
+  const bool fuse = !hook_ && T > 1;
   norm(w.in_norm, s.x.data(), T, D, s.xn.data());
   report("gdn.norm", L, p0, T, D, s.xn.data());
-  engine::gemm_nt(s.xn.data(), T, D, w.w_in.data(), P, s.proj.data());     // [T, q|k|v|z]
-  engine::gemm_nt(s.xn.data(), T, D, w.w_ba.data(), 2 * Hv, s.ba.data());  // [T, b|a]
+  if (T <= 1) {
+    engine::gemm_nt(s.xn.data(), T, D, w.w_in.data(), P, s.proj.data());
+    engine::gemm_nt(s.xn.data(), T, D, w.w_ba.data(), 2 * Hv, s.ba.data());
+  } else {  // [T, q|k|v|z] and [T, b|a] in one region: the b|a rows ride with column tile 0
+    engine::init_blas();
+    for_tiles(T, P, [&](const Tile& t) {
+      gemm_tile(t, s.xn.data() + t.r0 * D, D, w.w_in.data(), s.proj.data(), P);
+      if (t.c0 == 0)
+        gemm_tile(Tile{t.r0, t.r1, 0, 2 * Hv}, s.xn.data() + t.r0 * D, D, w.w_ba.data(), s.ba.data(), 2 * Hv);
+    });
+  }
   report("gdn.proj", L, p0, T, P, s.proj.data());
   report("gdn.ba", L, p0, T, 2 * Hv, s.ba.data());
   engine::gdn_causal_conv1d_silu({s.proj.data(), P}, T, CD, w.conv.data(), c.conv_kernel, st.conv[il].data(),
@@ -80,16 +164,13 @@ void HybridModel::gdn_block(std::size_t il, HybridState& st, std::size_t T, bool
   report("gdn.conv", L, p0, T, CD, s.y.data());
   engine::gdn_gates({s.ba.data() + Hv, 2 * Hv}, {s.ba.data(), 2 * Hv}, w.A_log.data(), w.dt_bias.data(), T,
                     Hv, s.g.data(), s.beta.data());
-  for (std::size_t t = 0; t < T; ++t) {  // q̂, k̂: L2-normalised per head (f32)
-    std::memcpy(&s.q[t * KD], &s.y[t * CD], KD * sizeof(float));
-    std::memcpy(&s.k[t * KD], &s.y[t * CD + KD], KD * sizeof(float));
-  }
-  engine::gdn_l2norm_rows(s.q.data(), T * Hk, dk, dk);
-  engine::gdn_l2norm_rows(s.k.data(), T * Hk, dk, dk);
+  for (std::size_t t = 0; t < T; ++t)  // q̂, k̂: L2-normalised per head (f32), one region for both
+    std::memcpy(&s.qk[t * 2 * KD], &s.y[t * CD], 2 * KD * sizeof(float));
+  engine::gdn_l2norm_rows(s.qk.data(), T * 2 * Hk, dk, dk);
 
   const engine::GdnShape sh{Hk, Hv, dk, dv};
   float* S = st.S[il].data();
-  const RowsView qv{s.q.data(), KD}, kv{s.k.data(), KD}, vv{s.y.data() + 2 * KD, CD};
+  const RowsView qv{s.qk.data(), 2 * KD}, kv{s.qk.data() + KD, 2 * KD}, vv{s.y.data() + 2 * KD, CD};
   auto report_state = [&](std::string_view name, std::size_t rows_done) {
     report(name, L, p0 + rows_done - 1, Hv * dk, dv, S);
   };
@@ -109,7 +190,15 @@ void HybridModel::gdn_block(std::size_t il, HybridState& st, std::size_t T, bool
   report("gdn.core", L, p0, T, VD, s.core.data());
   engine::gdn_gated_rmsnorm(s.core.data(), {s.proj.data() + CD, P}, T, Hv, dv, w.gdn_norm.data(), c.rms_eps);
   report("gdn.gnorm", L, p0, T, VD, s.core.data());
-  engine::gemm_nt(s.core.data(), T, VD, w.w_out.data(), D, s.o.data());
+  if (fuse) {  // out_proj → residual in one region
+    engine::init_blas();
+    for_tiles(T, D, [&](const Tile& t) {
+      gemm_tile(t, s.core.data() + t.r0 * VD, VD, w.w_out.data(), s.o.data(), D);
+      add_tile(t, s.x.data(), s.o.data(), D);
+    });
+    return;
+  }
+  gemm(s.core.data(), T, VD, w.w_out.data(), D, s.o.data());
   report("gdn.out", L, p0, T, D, s.o.data());
   engine::add_inplace(s.x.data(), s.o.data(), T * D);
 }
@@ -126,9 +215,9 @@ void HybridModel::attention_block(std::size_t il, HybridState& st, std::size_t T
 
   norm(w.in_norm, s.x.data(), T, D, s.xn.data());
   report("attn.norm", L, p0, T, D, s.xn.data());
-  engine::gemm_nt(s.xn.data(), T, D, w.wq.data(), 2 * qs, s.qg.data());  // per head [query hd | gate hd]
-  engine::gemm_nt(s.xn.data(), T, D, w.wk.data(), kvs, k_new);
-  engine::gemm_nt(s.xn.data(), T, D, w.wv.data(), kvs, v_new);
+  gemm(s.xn.data(), T, D, w.wq.data(), 2 * qs, s.qg.data());  // per head [query hd | gate hd]
+  gemm(s.xn.data(), T, D, w.wk.data(), kvs, k_new);
+  gemm(s.xn.data(), T, D, w.wv.data(), kvs, v_new);
   for (std::size_t t = 0; t < T; ++t)
     for (std::size_t h = 0; h < nH; ++h) {
       const float* src = &s.qg[t * 2 * qs + h * 2 * hd];
@@ -147,9 +236,19 @@ void HybridModel::attention_block(std::size_t il, HybridState& st, std::size_t T
                            hook_ ? &hook_ : nullptr, L, kernel_);
   report("attn.ctx", L, p0, T, qs, s.ctx.data());
   report("attn.gate", L, p0, T, qs, s.gate_a.data());
-  for (std::size_t i = 0; i < T * qs; ++i) s.ctx[i] *= 1.0f / (1.0f + std::exp(-s.gate_a[i]));
+  parallel_for(T, 64, [&](std::size_t, std::size_t t0, std::size_t t1) {  // sigmoid output gate
+    for (std::size_t i = t0 * qs; i < t1 * qs; ++i) s.ctx[i] *= 1.0f / (1.0f + std::exp(-s.gate_a[i]));
+  });
   report("attn.gated", L, p0, T, qs, s.ctx.data());
-  engine::gemm_nt(s.ctx.data(), T, qs, w.wo.data(), D, s.o.data());
+  if (!hook_ && T > 1) {  // o_proj → residual in one region
+    engine::init_blas();
+    for_tiles(T, D, [&](const Tile& t) {
+      gemm_tile(t, s.ctx.data() + t.r0 * qs, qs, w.wo.data(), s.o.data(), D);
+      add_tile(t, s.x.data(), s.o.data(), D);
+    });
+    return;
+  }
+  gemm(s.ctx.data(), T, qs, w.wo.data(), D, s.o.data());
   report("attn.out", L, p0, T, D, s.o.data());
   engine::add_inplace(s.x.data(), s.o.data(), T * D);
 }
@@ -159,18 +258,27 @@ void HybridModel::ffn_block(std::size_t il, std::size_t T, Scratch& s) const {
   const auto& w = layers_[il];
   const int L = static_cast<int>(il);
   const std::size_t D = c.d_model, p0 = s.pos0;
+  if (!c.moe[il] && !hook_ && T > 1) return ffn_fused(il, T, s);
   norm(w.post_norm, s.x.data(), T, D, s.xn.data());
   report("mlp.norm", L, p0, T, D, s.xn.data());
   auto dense = [&](const float* wg, const float* wu, const float* wd, std::size_t F, const float* x,
                    std::size_t rows, float* out, bool named) {
     s.gate.resize(rows * F), s.up.resize(rows * F);
-    engine::gemm_nt(x, rows, D, wg, F, s.gate.data());
-    engine::gemm_nt(x, rows, D, wu, F, s.up.data());
+    if (rows <= 1) {
+      engine::gemm_nt(x, rows, D, wg, F, s.gate.data());
+      engine::gemm_nt(x, rows, D, wu, F, s.up.data());
+    } else {  // the tiles of ffn_fused
+      engine::init_blas();
+      for_tiles(rows, F, [&](const Tile& t) {
+        gemm_tile(t, x + t.r0 * D, D, wg, s.gate.data(), F);
+        gemm_tile(t, x + t.r0 * D, D, wu, s.up.data(), F);
+      });
+    }
     if (named)
       report("mlp.gate", L, p0, rows, F, s.gate.data()), report("mlp.up", L, p0, rows, F, s.up.data());
     engine::silu_mul(s.gate.data(), s.up.data(), rows * F, s.gate.data());
     if (named) report("mlp.act", L, p0, rows, F, s.gate.data());
-    engine::gemm_nt(s.gate.data(), rows, F, wd, D, out);
+    gemm(s.gate.data(), rows, F, wd, D, out);
   };
   if (!c.moe[il]) {
     dense(w.w_gate.data(), w.w_up.data(), w.w_down.data(), c.d_ff, s.xn.data(), T, s.o.data(), true);
@@ -225,6 +333,28 @@ void HybridModel::ffn_block(std::size_t il, std::size_t T, Scratch& s) const {
   engine::add_inplace(s.x.data(), s.o.data(), T * D);
 }
 
+// The dense FFN without a hook, T > 1: the same tiles and kernels as ffn_block, in three regions instead of
+// six (norm; gate, up → silu·up per tile of [T, F]; down_proj → residual per tile of [T, D]).
+void HybridModel::ffn_fused(std::size_t il, std::size_t T, Scratch& s) const {
+  const auto& w = layers_[il];
+  const std::size_t D = config_.d_model, F = config_.d_ff;
+  s.gate.resize(T * F), s.up.resize(T * F);
+  norm(w.post_norm, s.x.data(), T, D, s.xn.data());
+  engine::init_blas();
+  for_tiles(T, F, [&](const Tile& t) {
+    gemm_tile(t, s.xn.data() + t.r0 * D, D, w.w_gate.data(), s.gate.data(), F);
+    gemm_tile(t, s.xn.data() + t.r0 * D, D, w.w_up.data(), s.up.data(), F);
+    for (std::size_t r = t.r0; r < t.r1; ++r) {
+      float* g = s.gate.data() + r * F + t.c0;
+      engine::silu_mul(g, s.up.data() + r * F + t.c0, t.c1 - t.c0, g);
+    }
+  });
+  for_tiles(T, D, [&](const Tile& t) {
+    gemm_tile(t, s.gate.data() + t.r0 * F, F, w.w_down.data(), s.o.data(), D);
+    add_tile(t, s.x.data(), s.o.data(), D);
+  });
+}
+
 // One piece of T tokens at st.pos: logits into s.logits [T, V]. `store`: the GDN states leave the layer
 // after this piece (end of a prefill call or a decode step) and are reported as "gdn.state".
 void HybridModel::forward(HybridState& st, std::span<const std::int32_t> tokens, bool decode_step, bool store,
@@ -248,13 +378,14 @@ void HybridModel::forward(HybridState& st, std::span<const std::int32_t> tokens,
     report("hidden", static_cast<int>(il), s.pos0, T, D, s.x.data());
   }
   st.pos += T;
+  const auto& head = c.tied_embeddings ? embed_ : lm_head_;
+  const std::size_t V = c.n_vocab;
   norm(final_norm_, s.x.data(), T, D, s.xn.data());
   report("final.norm", -1, s.pos0, T, D, s.xn.data());
   if (!want_logits) return;
-  s.logits.resize(T * c.n_vocab);
-  const auto& head = c.tied_embeddings ? embed_ : lm_head_;
-  engine::gemm_nt(s.xn.data(), T, D, head.data(), c.n_vocab, s.logits.data());
-  report("logits", -1, s.pos0, T, c.n_vocab, s.logits.data());
+  s.logits.resize(T * V);
+  gemm(s.xn.data(), T, D, head.data(), V, s.logits.data());
+  report("logits", -1, s.pos0, T, V, s.logits.data());
 }
 
 void HybridModel::check_tokens(std::span<const std::int32_t> tokens) const {
@@ -267,12 +398,14 @@ void HybridModel::prefill(HybridState& st, std::span<const std::int32_t> tokens,
                           const LogitsSink& sink) const {
   check_tokens(tokens);
   st.reserve(st.pos + tokens.size());
-  Scratch s;
+  ScratchPtr sp = take_scratch();
+  Scratch& s = *sp;
   for (std::size_t b = 0; b < tokens.size(); b += kPrefillChunk) {
     const std::size_t n = std::min(kPrefillChunk, tokens.size() - b);
     forward(st, tokens.subspan(b, n), false, b + n == tokens.size(), s, static_cast<bool>(sink));
     if (sink) sink(s.pos0, n, {s.logits.data(), n * config_.n_vocab});
   }
+  give_back(std::move(sp));
 }
 
 std::vector<float> HybridModel::prefill(HybridState& st, std::span<const std::int32_t> tokens) const {
@@ -286,9 +419,11 @@ std::vector<float> HybridModel::prefill(HybridState& st, std::span<const std::in
 
 std::vector<float> HybridModel::decode(HybridState& st, std::int32_t token) const {
   check_tokens({&token, 1});
-  Scratch s;
-  forward(st, {&token, 1}, true, true, s);
-  return std::move(s.logits);
+  ScratchPtr sp = take_scratch();
+  forward(st, {&token, 1}, true, true, *sp);
+  std::vector<float> out(sp->logits.begin(), sp->logits.begin() + config_.n_vocab);
+  give_back(std::move(sp));
+  return out;
 }
 
 void HybridModel::for_each_weight(const std::function<void(const std::string&, std::span<float>)>& fn) {

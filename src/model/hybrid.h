@@ -16,6 +16,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -106,10 +107,19 @@ class HybridModel : public CausalLM {
   void for_each_weight(const std::function<void(const std::string&, std::span<float>)>& fn) override;
   void set_kernel_options(const engine::KernelOptions& o) override { kernel_ = o; }
 
-  static constexpr std::size_t kPrefillChunk = 256;  // multiple of engine::kGdnChunk
+  static constexpr std::size_t kPrefillChunk = 512;  // multiple of engine::kGdnChunk
 
  private:
   struct Scratch;
+  // One spare set of work buffers, reused by the next prefill or decode call (any thread): a fresh 512-token
+  // scratch is ~25 MB of new pages for hybrid-tiny, and their first-touch faults cost ~10% of a prefill.
+  struct ScratchPool {
+    std::mutex mu;
+    std::unique_ptr<Scratch, void (*)(Scratch*)> spare{nullptr, nullptr};
+  };
+  using ScratchPtr = std::unique_ptr<Scratch, void (*)(Scratch*)>;
+  ScratchPtr take_scratch() const;
+  void give_back(ScratchPtr s) const;
   // want_logits = false skips the LM head (a prefill whose caller passed no sink).
   void forward(HybridState& st, std::span<const std::int32_t> tokens, bool decode_step, bool last_piece,
                Scratch& s, bool want_logits = true) const;
@@ -117,6 +127,7 @@ class HybridModel : public CausalLM {
                  Scratch& s) const;
   void attention_block(std::size_t il, HybridState& st, std::size_t T, Scratch& s) const;
   void ffn_block(std::size_t il, std::size_t T, Scratch& s) const;
+  void ffn_fused(std::size_t il, std::size_t T, Scratch& s) const;
   void norm(const std::vector<float>& w, const float* x, std::size_t rows, std::size_t d, float* y) const;
   void report(std::string_view name, int layer, std::size_t pos0, std::size_t rows, std::size_t cols,
               float* data) const;
@@ -128,6 +139,7 @@ class HybridModel : public CausalLM {
   std::vector<float> inv_freq_;
   engine::TensorHook hook_;
   engine::KernelOptions kernel_;
+  std::shared_ptr<ScratchPool> scratch_pool_ = std::make_shared<ScratchPool>();
 };
 
 }  // namespace kc

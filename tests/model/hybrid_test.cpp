@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "io/safetensors.h"
 #include "numeric/formats.h"
 #include "reference_util.h"
@@ -113,6 +114,44 @@ TEST(Hybrid, EmptySinkSkipsLogitsOnly) {
   m.set_hook(nullptr);
   EXPECT_FALSE(saw_logits);
   EXPECT_EQ(m.decode(full, ids[40]), m.decode(bare, ids[40]));
+}
+
+// Without a hook the prefill fuses pointwise epilogues into GEMM tiles (silu·up into gate/up, the residual
+// adds into down_proj, out_proj and o_proj); with one, the same tiles and kernels run one op at a time so
+// that every tensor can be reported and changed. Same bits either way, for 1, 2 and 3 threads, across a
+// prefill-chunk boundary (kPrefillChunk + 88 rows) and for short pieces; qwen3_next-tiny-moe keeps its MoE
+// FFN unfused.
+TEST(Hybrid, FusedPrefillIsBitwiseTheHookedOneForAnyThreadCount) {
+  const std::size_t n = HybridModel::kPrefillChunk + 88;
+  for (const char* name : {"qwen3_5-tiny", "qwen3_next-tiny-moe"}) {
+    auto m = HybridModel::load(fixture(name));
+    const std::size_t V = m.config().n_vocab;
+    std::vector<std::int32_t> ids(n);
+    for (std::size_t i = 0; i < n; ++i) ids[i] = static_cast<std::int32_t>((i * 7919 + 101) % V);
+    auto run = [&](bool hooked, int threads) {
+      set_thread_count(threads);
+      std::size_t events = 0;
+      if (hooked) m.set_hook([&](const engine::TensorEvent&) { ++events; });
+      HybridState st(m.config());
+      auto out = m.prefill(st, std::span(ids).first(n - 9));
+      const auto more = m.prefill(st, std::span(ids).subspan(n - 9, 7));  // a short second call
+      out.insert(out.end(), more.begin(), more.end());
+      const auto dec = m.decode(st, ids[n - 2]);
+      out.insert(out.end(), dec.begin(), dec.end());
+      m.set_hook(nullptr);
+      set_thread_count(0);
+      EXPECT_EQ(hooked, events > 0);
+      return out;
+    };
+    const auto ref = run(false, 1);
+    ASSERT_EQ(ref.size(), (n - 1) * V);
+    for (int threads : {1, 2, 3}) {
+      EXPECT_EQ(run(true, threads), ref) << name << " hooked, " << threads << " threads";
+      if (threads > 1) {
+        EXPECT_EQ(run(false, threads), ref) << name << " fused, " << threads << " threads";
+      }
+    }
+  }
 }
 
 TEST(Hybrid, ArchitectureAndDispatch) {

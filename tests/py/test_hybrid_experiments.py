@@ -5,10 +5,10 @@ on the hybrid", scripts/hybrid_experiments.sh), on the trained hybrid tests/data
 - round:gdn.state=N rounds the state only where it is stored: a prompt prefilled in one call (or in one
   block that holds it) has bitwise the f32 logits at its last position (KL exactly 0), while in blocks of 64
   the stored, rounded state moves them; the stored state is exactly the 7-bit (bf16) rounding.
-- Feeding the prompt in pieces, same variant on both sides (--reference-prefill-block 0): pieces of a
-  multiple of the engine's 256-token prefill piece give bitwise the one-call state (f32 and gdn=fla); pieces
-  whose chunk boundaries differ (100 tokens) agree to f32 rounding in f32 but only to about bf16 precision
-  with FLA's bf16 casts.
+- Feeding the prompt in pieces, same variant on both sides (--reference-prefill-block 0): pieces of 256
+  tokens (a multiple of the 64-token chunk and of the engine's 256-row GEMM tiles) give bitwise the one-call
+  state (f32 and gdn=fla); pieces whose chunk boundaries differ (100 tokens) agree to f32 rounding in f32
+  but only to about bf16 precision with FLA's bf16 casts.
 - trace --decode-last N (experiment 5) decodes the prompt's own last N tokens: the sequence is the prompt's,
   and the last step's logits are those of a one-call prefill of the whole prompt, to f32 rounding.
 """
@@ -27,7 +27,7 @@ DATA = os.environ.get("KC_TEST_DATA", os.path.join(ROOT, "tests", "data"))
 MODEL = os.path.join(DATA, "models", "hybrid-tiny")
 GDN_LAYERS = [0, 1, 2, 4, 5, 6]  # hybrid-tiny: GDN ×3 + attention, twice
 
-# 702 tokens of plain prose with hybrid-tiny's tokenizer (several 256-token engine pieces, 64-token chunks).
+# 702 tokens of plain prose with hybrid-tiny's tokenizer (two 512-token engine pieces, 64-token chunks).
 PROMPT = " ".join(
     f"In the {n}th year of the reign the river rose above its banks, and the people of the valley carried "
     f"their grain up to the high fields. They counted {n * 7} sacks and {n * 3} jars of oil, and wrote the "
