@@ -35,10 +35,12 @@ def transformers_run(model_path, threads, n_prefill, n_decode, vocab):
     d, name = os.path.split(os.path.abspath(model_path))
     m = transformers.AutoModelForCausalLM.from_pretrained(d, gguf_file=name, dtype=torch.float32).eval()
     ids = torch.tensor([[(i * 7919 + 101) % vocab for i in range(n_prefill + n_decode)]])
-    m(ids[:, :16])  # warm-up
-    t = time.perf_counter()
-    out = m(ids[:, :n_prefill], use_cache=True)
-    t_prefill = time.perf_counter() - t
+    m(ids[:, :n_prefill])  # warm-up on the whole prompt, as ours (kc_engine_bench)
+    t_prefill = float("inf")
+    for _ in range(3):  # best of 3, as ours
+        t = time.perf_counter()
+        out = m(ids[:, :n_prefill], use_cache=True)
+        t_prefill = min(t_prefill, time.perf_counter() - t)
     pkv = out.past_key_values
     t = time.perf_counter()
     for i in range(n_decode):

@@ -103,19 +103,12 @@ struct HybridModel::Scratch {
   std::size_t pos0 = 0;
 };
 
-HybridModel::ScratchPtr HybridModel::take_scratch() const {
-  {
-    std::lock_guard<std::mutex> g(scratch_pool_->mu);
-    if (scratch_pool_->spare) return std::move(scratch_pool_->spare);
-  }
-  return ScratchPtr(new Scratch, [](Scratch* p) { delete p; });
-}
+HybridModel::ScratchPtr HybridModel::take_scratch() const { return scratch_pool_->take(); }
 
 void HybridModel::give_back(ScratchPtr s) const {
   constexpr std::size_t kKeepLogits = std::size_t{1} << 24;  // floats; larger LM-head buffers are freed
   if (s->logits.capacity() > kKeepLogits) s->logits = {};
-  std::lock_guard<std::mutex> g(scratch_pool_->mu);
-  scratch_pool_->spare = std::move(s);
+  scratch_pool_->give_back(std::move(s));
 }
 
 void HybridModel::report(std::string_view name, int layer, std::size_t pos0, std::size_t rows,

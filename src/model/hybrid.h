@@ -16,12 +16,12 @@
 #pragma once
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "model/causal_lm.h"
+#include "model/spare_pool.h"
 #include "ops/engine_gdn.h"
 #include "ops/engine_ops.h"
 
@@ -111,15 +111,9 @@ class HybridModel : public CausalLM {
 
  private:
   struct Scratch;
-  // One spare set of work buffers, reused by the next prefill or decode call (any thread): a fresh 512-token
-  // scratch is ~25 MB of new pages for hybrid-tiny, and their first-touch faults cost ~10% of a prefill.
-  struct ScratchPool {
-    std::mutex mu;
-    std::unique_ptr<Scratch, void (*)(Scratch*)> spare{nullptr, nullptr};
-  };
-  using ScratchPtr = std::unique_ptr<Scratch, void (*)(Scratch*)>;
+  using ScratchPtr = SparePool<Scratch>::Ptr;
   ScratchPtr take_scratch() const;
-  void give_back(ScratchPtr s) const;
+  void give_back(ScratchPtr s) const;  // frees an LM-head buffer over 64 MB, keeps the rest for the next call
   // want_logits = false skips the LM head (a prefill whose caller passed no sink).
   void forward(HybridState& st, std::span<const std::int32_t> tokens, bool decode_step, bool last_piece,
                Scratch& s, bool want_logits = true) const;
@@ -139,7 +133,7 @@ class HybridModel : public CausalLM {
   std::vector<float> inv_freq_;
   engine::TensorHook hook_;
   engine::KernelOptions kernel_;
-  std::shared_ptr<ScratchPool> scratch_pool_ = std::make_shared<ScratchPool>();
+  std::shared_ptr<SparePool<Scratch>> scratch_pool_ = std::make_shared<SparePool<Scratch>>();
 };
 
 }  // namespace kc

@@ -192,12 +192,14 @@ void LlamaModel::check_tokens(std::span<const std::int32_t> tokens) const {
 void LlamaModel::prefill(LlamaState& st, std::span<const std::int32_t> tokens, const LogitsSink& sink) const {
   check_tokens(tokens);
   st.reserve(st.pos + tokens.size());  // one allocation per layer: growing chunk by chunk fragments the heap
-  Scratch s;
+  auto sp = scratch_pool_->take();
+  Scratch& s = *sp;
   for (std::size_t b = 0; b < tokens.size(); b += kPrefillChunk) {
     const std::size_t n = std::min(kPrefillChunk, tokens.size() - b);
     forward(st, tokens.subspan(b, n), s, static_cast<bool>(sink));
     if (sink) sink(s.pos0, n, {s.logits.data(), n * config_.n_vocab});
   }
+  scratch_pool_->give_back(std::move(sp));
 }
 
 std::vector<float> LlamaModel::prefill(LlamaState& st, std::span<const std::int32_t> tokens) const {
@@ -235,9 +237,11 @@ void LlamaModel::for_each_weight(const std::function<void(const std::string&, st
 
 std::vector<float> LlamaModel::decode(LlamaState& st, std::int32_t token) const {
   check_tokens({&token, 1});
-  Scratch s;
-  forward(st, {&token, 1}, s, true);
-  return std::move(s.logits);
+  auto sp = scratch_pool_->take();
+  forward(st, {&token, 1}, *sp, true);
+  std::vector<float> logits(sp->logits.begin(), sp->logits.begin() + config_.n_vocab);
+  scratch_pool_->give_back(std::move(sp));
+  return logits;
 }
 
 }  // namespace kc
