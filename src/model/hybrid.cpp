@@ -135,8 +135,6 @@ void HybridModel::gdn_block(std::size_t il, HybridState& st, std::size_t T, bool
   s.proj.resize(T * P), s.ba.resize(T * 2 * Hv), s.y.resize(T * CD), s.qk.resize(T * 2 * KD);
   s.g.resize(T * Hv), s.beta.resize(T * Hv), s.core.resize(T * VD);
 
-  // Without a hook, T > 1: residual adds fused into the output projection's tiles (same bits, fewer regions).
-  const bool fuse = !hook_ && T > 1;
   norm(w.in_norm, s.x.data(), T, D, s.xn.data());
   report("gdn.norm", L, p0, T, D, s.xn.data());
   if (T <= 1) {
@@ -183,17 +181,7 @@ void HybridModel::gdn_block(std::size_t il, HybridState& st, std::size_t T, bool
   report("gdn.core", L, p0, T, VD, s.core.data());
   engine::gdn_gated_rmsnorm(s.core.data(), {s.proj.data() + CD, P}, T, Hv, dv, w.gdn_norm.data(), c.rms_eps);
   report("gdn.gnorm", L, p0, T, VD, s.core.data());
-  if (fuse) {  // out_proj → residual in one region
-    engine::init_blas();
-    for_tiles(T, D, [&](const Tile& t) {
-      gemm_tile(t, s.core.data() + t.r0 * VD, VD, w.w_out.data(), s.o.data(), D);
-      add_tile(t, s.x.data(), s.o.data(), D);
-    });
-    return;
-  }
-  gemm(s.core.data(), T, VD, w.w_out.data(), D, s.o.data());
-  report("gdn.out", L, p0, T, D, s.o.data());
-  engine::add_inplace(s.x.data(), s.o.data(), T * D);
+  project_residual(s.core.data(), T, VD, w.w_out, s, "gdn.out", L);
 }
 
 void HybridModel::attention_block(std::size_t il, HybridState& st, std::size_t T, Scratch& s) const {
@@ -233,17 +221,7 @@ void HybridModel::attention_block(std::size_t il, HybridState& st, std::size_t T
     for (std::size_t i = t0 * qs; i < t1 * qs; ++i) s.ctx[i] *= 1.0f / (1.0f + std::exp(-s.gate_a[i]));
   });
   report("attn.gated", L, p0, T, qs, s.ctx.data());
-  if (!hook_ && T > 1) {  // o_proj → residual in one region
-    engine::init_blas();
-    for_tiles(T, D, [&](const Tile& t) {
-      gemm_tile(t, s.ctx.data() + t.r0 * qs, qs, w.wo.data(), s.o.data(), D);
-      add_tile(t, s.x.data(), s.o.data(), D);
-    });
-    return;
-  }
-  gemm(s.ctx.data(), T, qs, w.wo.data(), D, s.o.data());
-  report("attn.out", L, p0, T, D, s.o.data());
-  engine::add_inplace(s.x.data(), s.o.data(), T * D);
+  project_residual(s.ctx.data(), T, qs, w.wo, s, "attn.out", L);
 }
 
 void HybridModel::ffn_block(std::size_t il, std::size_t T, Scratch& s) const {
@@ -342,10 +320,25 @@ void HybridModel::ffn_fused(std::size_t il, std::size_t T, Scratch& s) const {
       engine::silu_mul(g, s.up.data() + r * F + t.c0, t.c1 - t.c0, g);
     }
   });
-  for_tiles(T, D, [&](const Tile& t) {
-    gemm_tile(t, s.gate.data() + t.r0 * F, F, w.w_down.data(), s.o.data(), D);
-    add_tile(t, s.x.data(), s.o.data(), D);
-  });
+  project_residual(s.gate.data(), T, F, w.w_down, s, "mlp.out", static_cast<int>(il));
+}
+
+// o [T, D] = in [T, k] · wᵀ, then x += o. Without a hook and T > 1 the residual add runs inside the GEMM's
+// tiles (one region, same bits); else as two ops with `name` reported between them.
+void HybridModel::project_residual(const float* in, std::size_t T, std::size_t k, const std::vector<float>& w,
+                                   Scratch& s, std::string_view name, int layer) const {
+  const std::size_t D = config_.d_model;
+  if (!hook_ && T > 1) {
+    engine::init_blas();
+    for_tiles(T, D, [&](const Tile& t) {
+      gemm_tile(t, in + t.r0 * k, k, w.data(), s.o.data(), D);
+      add_tile(t, s.x.data(), s.o.data(), D);
+    });
+    return;
+  }
+  gemm(in, T, k, w.data(), D, s.o.data());
+  report(name, layer, s.pos0, T, D, s.o.data());
+  engine::add_inplace(s.x.data(), s.o.data(), T * D);
 }
 
 // One piece of T tokens at st.pos: logits into s.logits [T, V]. `store`: the GDN states leave the layer

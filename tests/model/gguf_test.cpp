@@ -13,26 +13,12 @@
 #include "io/safetensors.h"
 #include "model/hf_checkpoint.h"
 #include "numeric/formats.h"
+#include "gguf_test_writer.h"
 
 namespace kc {
 namespace {
 
-// Minimal GGUF writer for the tests (little-endian).
-struct Writer {
-  std::vector<std::uint8_t> b;
-  template <typename T>
-  void put(T v) {
-    const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
-    b.insert(b.end(), p, p + sizeof(T));
-  }
-  void str(std::string_view s) {
-    put<std::uint64_t>(s.size());
-    b.insert(b.end(), s.begin(), s.end());
-  }
-  void pad(std::size_t a) {
-    while (b.size() % a) b.push_back(0);
-  }
-};
+using Writer = test::GgufWriter;
 
 std::string message_of(const std::function<void()>& fn) {
   try {

@@ -17,6 +17,7 @@
 #include "core/parallel.h"
 #include "model/llama.h"
 #include "numeric/formats.h"
+#include "gguf_test_writer.h"
 #include "reference_util.h"
 
 namespace kc {
@@ -24,21 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Writer {
-  std::vector<std::uint8_t> b;
-  template <typename T>
-  void put(T v) {
-    const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
-    b.insert(b.end(), p, p + sizeof(T));
-  }
-  void str(std::string_view s) {
-    put<std::uint64_t>(s.size());
-    b.insert(b.end(), s.begin(), s.end());
-  }
-  void pad(std::size_t a) {
-    while (b.size() % a) b.push_back(0);
-  }
-};
+using Writer = test::GgufWriter;
 
 void put_f16(std::vector<std::uint8_t>& out, float f) {
   const std::uint16_t h = f32_to_f16(f);
