@@ -11,7 +11,8 @@
 // 16 float lanes with AVX-512 (fused_mixed32): float screens decide the verdict and the decade bucket, and
 // the rare elements near an edge are redone in double. mixed's min_passing histogram is lazy (see run_chunk):
 // only the bins near its 99 % quantile are counted one by one, with a second pass in the rare case that is
-// not enough. Every path gives bitwise the same figures (tests/compare/fused_twin_test.cpp).
+// not enough. bfloat16/float16 blocks where most codes are bitwise equal are compressed to their differing
+// elements first (sparse16). Every path gives bitwise the same figures (tests/compare/fused_twin_test.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <utility>
 
 #include "compare/compare_internal.h"
@@ -196,8 +198,10 @@ void flush_bytes(v64u8 (&cnt)[kHistBins], std::array<std::uint64_t, kHistBins>& 
 }
 
 // Offers the block's scores above the current 10th place to the worst list; 8 scores per test.
+// map (sparse 16-bit blocks): s[j] belongs to block element map[j] (increasing, so ties keep their order).
 template <typename T>
-void offer_worst(TopK& top, const T* s, std::size_t n, std::size_t np, std::size_t blk) {
+void offer_worst(TopK& top, const T* s, std::size_t n, std::size_t np, std::size_t blk,
+                 const std::uint16_t* map) {
   double thr = top.threshold();
 #if defined(KC_FUSED_AVX512)
   // 16 (float) or 8 (double) scores per compare. The threshold only grows, so a lane found above an older
@@ -228,7 +232,7 @@ void offer_worst(TopK& top, const T* s, std::size_t n, std::size_t np, std::size
     for (; hit; hit &= hit - 1) {
       const std::size_t j = i + static_cast<std::size_t>(std::countr_zero(hit));
       if (static_cast<double>(s[j]) > thr)
-        top.offer(static_cast<double>(s[j]), blk + j), thr = top.threshold();
+        top.offer(static_cast<double>(s[j]), blk + (map ? map[j] : j)), thr = top.threshold();
     }
     tv = thr_vec(thr);
   }
@@ -240,7 +244,7 @@ void offer_worst(TopK& top, const T* s, std::size_t n, std::size_t np, std::size
     if (!any) continue;
     for (std::size_t j = i; j < std::min(n, i + kLanes); ++j)
       if (static_cast<double>(s[j]) > thr)
-        top.offer(static_cast<double>(s[j]), blk + j), thr = top.threshold();
+        top.offer(static_cast<double>(s[j]), blk + (map ? map[j] : j)), thr = top.threshold();
   }
 #endif
 }
@@ -307,14 +311,16 @@ struct FloatAcc {
     top.merge(o.top);
     nf.merge(o.nf);
     for (int i = 0; i < kHistBins; ++i) hist[i] += o.hist[i];
-    if (!o.qhist.empty()) {
-      if (qhist.empty()) qhist.assign(kQBins, 0);
-      for (int i = 0; i < kQBins; ++i) qhist[i] += o.qhist[i];
-      const int from = std::min(q_floor, o.q_floor);
-      q_floor = std::max(q_floor, o.q_floor);
-      fold_below_floor(from);
-    }
+    q_floor = std::max(q_floor, o.q_floor);  // qhist: summed in SharedQHist, folded by float_pass
   }
+};
+
+// The chunks' quantile counts, summed under a lock as each chunk ends (integer sums: any order gives the
+// same histogram). One shared array instead of one per chunk: 512 chunks × 15 KiB of fresh memory per
+// comparison of 2^25 elements cost more page faults than the counting.
+struct SharedQHist {
+  std::mutex mu;
+  std::vector<std::uint64_t> q = std::vector<std::uint64_t>(kQBins, 0);
 };
 
 // Per-block scratch: decoded values (complex: re,im pairs), |a−g|, |g|, score, quantile key.
@@ -330,6 +336,10 @@ struct Scratch {
   alignas(64) float sf[kBlock + kLanes];        // AVX-512 mixed: the scores, as floats (+8: 16-wide stores)
   alignas(64) std::uint32_t qkey[kBlock + 16];  // AVX-512 mixed: kept quantile bins (+16: full stores)
   alignas(64) float df[kBlock + 16];            // fused_mixed32: |a−g| as floats
+  // sparse 16-bit blocks (compress16): the differing elements' codes and block indices (+32: full stores)
+  alignas(64) std::uint16_t ca[kBlock + 32];
+  alignas(64) std::uint16_t cg[kBlock + 32];
+  alignas(64) std::uint16_t cidx[kBlock + 32];
 };
 
 // True when any value in x[0, n) is NaN or ±inf (x − x is 0 exactly for finite x).
@@ -428,6 +438,12 @@ struct FusedOut {
   bool exact_max = false;  // fused_mixed32: bmax/arg replace max_d (0 when the block cannot beat the floor)
   double bmax = 0;
   std::size_t arg = 0;
+  // sparse 16-bit blocks: scores, |a−g| and buckets are in w[0, nb) for the block elements map[0, nb)
+  // (map[j] only for j below the differing count; the rest is zero padding: exact, never worst)
+  const std::uint16_t* map = nullptr;
+  std::size_t nb = 0;
+  bool try_sparse = true;  // in: screen 16-bit blocks for equal codes (run_chunk backs off on dense data)
+  bool dense = false;      // out: screened, and the block was not sparse
 };
 
 // One block of n (a multiple of kLanes) elements in one pass: |a−g|, the verdict counts and sums, the
@@ -859,6 +875,114 @@ bool fused_mixed32(const Load& la, const Load& lg, std::size_t n, const FloatPar
   if (o.q_from <= 1) return fused_mixed32<true>(la, lg, n, p, w, o);
   return fused_mixed32<false>(la, lg, n, p, w, o);
 }
+
+#if defined(__AVX512VBMI2__)
+#define KC_SPARSE16 1
+// --- sparse 16-bit blocks (bfloat16, float16 pairs) ------------------------------------------------------
+// Two bitwise-equal finite codes have |a−g| = 0: the element passes, lands in decade bucket 0 and quantile
+// bin 0, never enters the worst list nor the maximum, and adds +0 to every sum. Low-precision outputs often
+// repeat the golden exactly (a bf16 step is 2^-8 relative), so such a block is screened 32 codes per
+// compare and only its differing elements are compressed (w.ca, w.cg, block indices w.cidx, in index
+// order) and run through the fused pass. Every figure stays bitwise the dense pass's: counts add the equal
+// elements, the worst list and the maximum map indices back (order kept, so ties resolve the same), and
+// stat_rel_err's sum adds each rel to the lane (index mod 8) the dense pass adds it to, in the same order.
+constexpr std::size_t kDense = ~std::size_t{0};
+
+// The number of differing elements, compressed into w; kDense when a golden code is NaN/inf (equal
+// non-finite pairs are counted by the general path) or more than half the elements differ (then the dense
+// pass is cheaper). n ≤ kBlock.
+std::size_t compress16(const std::uint8_t* pa, const std::uint8_t* pg, std::size_t n, std::uint16_t inf_bits,
+                       Scratch& w) {
+  const __m512i abs_mask = _mm512_set1_epi16(0x7FFF);
+  __m512i gmax = _mm512_setzero_si512();
+  std::size_t m = 0;
+  auto mask = [n](std::size_t i) { return n - i >= 32 ? ~__mmask32{0} : (__mmask32{1} << (n - i)) - 1; };
+  for (std::size_t i = 0; i < n; i += 32) {
+    prefetch_at(pa + 2 * i), prefetch_at(pg + 2 * i);
+    const __mmask32 v = mask(i);
+    const __m512i a = _mm512_maskz_loadu_epi16(v, pa + 2 * i), g = _mm512_maskz_loadu_epi16(v, pg + 2 * i);
+    m += static_cast<std::size_t>(std::popcount(_mm512_cmpneq_epi16_mask(a, g)));
+    gmax = _mm512_max_epu16(gmax, _mm512_and_si512(g, abs_mask));
+  }
+  if (_mm512_cmpge_epu16_mask(gmax, _mm512_set1_epi16(static_cast<short>(inf_bits))) || 2 * m > n)
+    return kDense;
+  m = 0;
+  const __m512i iota = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15,
+                                        14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  for (std::size_t i = 0; i < n; i += 32) {  // the block is in L1 now
+    const __mmask32 v = mask(i);
+    const __m512i a = _mm512_maskz_loadu_epi16(v, pa + 2 * i), g = _mm512_maskz_loadu_epi16(v, pg + 2 * i);
+    const __mmask32 ne = _mm512_cmpneq_epi16_mask(a, g);
+    const __m512i idx = _mm512_add_epi16(iota, _mm512_set1_epi16(static_cast<short>(i)));
+    _mm512_storeu_si512(w.ca + m, _mm512_maskz_compress_epi16(ne, a));
+    _mm512_storeu_si512(w.cg + m, _mm512_maskz_compress_epi16(ne, g));
+    _mm512_storeu_si512(w.cidx + m, _mm512_maskz_compress_epi16(ne, idx));
+    m += static_cast<std::size_t>(std::popcount(ne));
+  }
+  _mm512_storeu_si512(w.ca + m, _mm512_setzero_si512());  // zero padding: exact elements
+  _mm512_storeu_si512(w.cg + m, _mm512_setzero_si512());
+  return m;
+}
+
+// stat_rel_err on the m compressed elements (Load: Load512Bf16 / Load512F16 over w.ca, w.cg): the dense
+// pass's arithmetic (fused_block512) on each element; false, having accumulated nothing, on a NaN/inf.
+template <typename Load>
+bool sparse_stat(const Load la, const Load lg, std::size_t m, Scratch& w, FusedOut& o) {
+  const std::size_t mp = (m + kLanes - 1) / kLanes * kLanes;
+  __m512d probe = _mm512_setzero_pd(), max_d = _mm512_setzero_pd(), max_s = _mm512_setzero_pd();
+  const __m512d eps = _mm512_set1_pd(1e-7), sign = _mm512_set1_pd(-0.0);
+  for (std::size_t j = 0; j < mp; j += kLanes) {
+    const __m512d a = la(j), g = lg(j);
+    const __m512d d = _mm512_andnot_pd(sign, _mm512_sub_pd(a, g)), ga = _mm512_andnot_pd(sign, g);
+    probe = _mm512_add_pd(probe, d);
+    const __m512d s = _mm512_div_pd(d, _mm512_add_pd(ga, eps));
+    max_s = _mm512_max_pd(max_s, s);
+    max_d = _mm512_max_pd(max_d, d);
+    _mm512_store_pd(w.s + j, s);
+    _mm512_store_pd(w.d + j, d);
+    const __mmask8 pos = _mm512_cmp_pd_mask(d, _mm512_setzero_pd(), _CMP_GT_OQ);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(w.bucket + j), _mm512_cvtepi64_epi8(decade8_512(d, pos)));
+  }
+  if (!std::isfinite(_mm512_reduce_add_pd(probe))) return false;
+  double lane[kLanes] = {};  // the dense pass's 8 accumulators: element i goes to lane i mod 8
+  for (std::size_t j = 0; j < m; ++j) lane[w.cidx[j] % kLanes] += w.s[j];
+  for (int k = 0; k < kLanes; ++k) o.sum += lane[k];
+  o.max_s = v8d{} + _mm512_reduce_max_pd(max_s);
+  o.max_d = v8d{};
+  o.exact_max = true;
+  o.bmax = 0;
+  const double bmax = _mm512_reduce_max_pd(max_d);
+  if (bmax > o.max_d_floor) {
+    std::size_t j = 0;
+    while (w.d[j] != bmax) ++j;
+    o.bmax = bmax, o.arg = w.cidx[j];
+  }
+  o.nb = mp;
+  return true;
+}
+
+// mixed / stat_rel_err on a 16-bit block through compress16. Returns 0 when the block is not sparse (the
+// dense passes take it), 1 when done, 2 on a NaN/inf or float overflow (the general path takes it).
+template <Method M, typename Load16, typename Load8>
+int sparse16(const std::uint8_t* pa, const std::uint8_t* pg, std::size_t n, std::uint16_t inf_bits,
+             const FloatParams& p, Scratch& w, FusedOut& o) {
+  const std::size_t m = compress16(pa, pg, n, inf_bits, w);
+  if (m == kDense) return 0;
+  const auto* ca = reinterpret_cast<const std::uint8_t*>(w.ca);
+  const auto* cg = reinterpret_cast<const std::uint8_t*>(w.cg);
+  if constexpr (M == Method::mixed) {
+    const std::size_t mp = (m + 15) / 16 * 16;
+    if (!fused_mixed32(Load16{ca}, Load16{cg}, mp, p, w, o)) return 2;
+    o.pass += static_cast<std::int64_t>(n - mp);  // the equal elements pass; the padding was counted
+    if (o.bmax > 0) o.arg = w.cidx[o.arg];
+    o.nb = mp;
+  } else {
+    if (!sparse_stat(Load8{ca}, Load8{cg}, m, w, o)) return 2;
+  }
+  o.map = w.cidx;
+  return 1;
+}
+#endif
 #endif
 
 template <Method M>
@@ -868,6 +992,16 @@ bool fused_dispatch(const Tensor& ta, const Tensor& tg, std::size_t blk, std::si
   const std::uint8_t* pg = tg.bytes.data();
 #if defined(KC_FUSED_AVX512)
   if (p.path != FloatPath::generic_fused) {
+#if defined(KC_SPARSE16)
+    if (o.try_sparse && (M == Method::stat_rel_err || p.score32) && ta.dtype == tg.dtype &&
+        (tg.dtype == DType::bfloat16 || tg.dtype == DType::float16)) {
+      const int r = tg.dtype == DType::bfloat16
+                        ? sparse16<M, Load16Bf16, Load512Bf16>(pa + 2 * blk, pg + 2 * blk, n, 0x7F80, p, w, o)
+                        : sparse16<M, Load16F16, Load512F16>(pa + 2 * blk, pg + 2 * blk, n, 0x7C00, p, w, o);
+      if (r) return r == 1;
+      o.dense = true;
+    }
+#endif
     if (M == Method::mixed && p.score32) switch (tg.dtype) {
         case DType::float32:
           return fused_mixed32(Load16F32{pa + 4 * blk}, Load16F32{pg + 4 * blk}, n, p, w, o);
@@ -913,17 +1047,22 @@ bool fused_dispatch(const Tensor& ta, const Tensor& tg, std::size_t blk, std::si
 }
 
 void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatParams& p, std::size_t begin,
-               std::size_t end) {
+               std::size_t end, SharedQHist* shared_q) {
   Scratch w;  // ~64 KiB on the stack
   v64u8 byte_cnt[kHistBins] = {};
   int blocks_since_flush = 0;
   // Chunk-local quantile counters (≤ kChunk per bin fits 32 bits), two interleaved copies.
-  std::vector<std::uint32_t> qh2(p.want_quantiles ? 2 * kQBins : 0);
+  alignas(64) std::uint32_t qh2[2 * kQBins];
+  if (p.want_quantiles) std::memset(qh2, 0, sizeof qh2);
   // Lazy quantiles: min_passing needs the bin of one high quantile (mixed: 99 %), so after the chunk's first
   // block only bins at or above that block's 90 % quantile are counted one by one (most elements are below
   // it and only counted). The chunk's histogram is then exact from that bin (q_floor) up, everything below
   // it is in bin 0; compare_float redoes the pass without this when the answer lies below the floor.
   int q_from = 1;
+  // Sparse 16-bit screening (fused_dispatch): after a block that was not sparse, the next kSparseRetry
+  // blocks skip the screen (it costs ~0.15 ns per element on dense data). Any choice gives the same figures.
+  constexpr int kSparseRetry = 15;
+  int sparse_wait = 0;
   const double rtol = p.rtol, atol = p.atol;
   const bool fusable = !p.complex && (p.method == Method::mixed || p.method == Method::stat_rel_err) &&
                        p.path != FloatPath::general;
@@ -936,11 +1075,16 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
     FusedOut fo;
     fo.q_from = q_from;
     fo.max_d_floor = acc.max_d;
+    fo.try_sparse = sparse_wait == 0;
     std::size_t nq = n;  // entries of w.qbin to count; the other n − nq elements are in bin 0
     const bool fused =
         fusable && np == n &&
         (p.method == Method::mixed ? fused_dispatch<Method::mixed>(ta, tg, blk, n, p, w, fo)
                                    : fused_dispatch<Method::stat_rel_err>(ta, tg, blk, n, p, w, fo));
+    if (fo.dense)
+      sparse_wait = kSparseRetry;
+    else if (sparse_wait > 0)
+      --sparse_wait;
     if (fused) {
       max_d = fo.max_d, max_s = fo.max_s;
       if (p.method == Method::mixed) {
@@ -1056,6 +1200,9 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
       }
     }
 
+    // Sparse 16-bit blocks: scores, |a−g| and buckets for nb compressed elements (fo.map: their indices).
+    const std::uint16_t* map = fused ? fo.map : nullptr;
+    const std::size_t ns = map ? fo.nb : n, nps = map ? fo.nb : np;
     // Largest |a−g| and its first index (mixed's limit is checked at that element's golden).
     const double bmax = hmax(max_d);
     if (fused && fo.exact_max) {
@@ -1077,20 +1224,20 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
     // The scan tests 8 scores per step against a threshold held in a register.
     if (hmax(max_s) > acc.top.threshold()) {
       if (fused && fo.float_scores)
-        offer_worst(acc.top, w.sf, n, np, blk);
+        offer_worst(acc.top, w.sf, ns, nps, blk, map);
       else
-        offer_worst(acc.top, w.s, n, np, blk);
+        offer_worst(acc.top, w.s, ns, nps, blk, map);
     }
 
     // |a−g| decade histogram: bucket indices as bytes (vectorised), then counted per bucket with byte
     // compares (64 elements per operation) into counters that are flushed every kFlush blocks.
-    for (std::size_t i = n; i < np; ++i) w.bucket[i] = 0xFF;                    // padding: no bucket
-    for (std::size_t i = np; i < (np + 63) / 64 * 64; ++i) w.bucket[i] = 0xFF;  // kBlock is a multiple of 64
-    count_buckets(w.bucket, (np + 63) / 64 * 64, byte_cnt);
+    for (std::size_t i = ns; i < nps; ++i) w.bucket[i] = 0xFF;                    // padding: no bucket
+    for (std::size_t i = nps; i < (nps + 63) / 64 * 64; ++i) w.bucket[i] = 0xFF;  // kBlock: a multiple of 64
+    count_buckets(w.bucket, (nps + 63) / 64 * 64, byte_cnt);
     acc.hist[0] += n;  // buckets 1…16 are counted; bucket 0 (exact) is what is left of the n elements
     if (++blocks_since_flush == kFlush) flush_bytes(byte_cnt, acc.hist), blocks_since_flush = 0;
     if (p.want_quantiles) {
-      std::uint32_t* q0 = qh2.data();
+      std::uint32_t* q0 = qh2;
       if (fused && fo.wide_keys)
         count_bins(q0, w.qkey, nq);
       else
@@ -1113,11 +1260,13 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
   }
   flush_bytes(byte_cnt, acc.hist);
   if (p.want_quantiles) {
-    acc.qhist.assign(kQBins, 0);
-    for (int b = 0; b < kQBins; ++b)  // uint32 sum wraps back to the true count (< 2^32)
-      acc.qhist[b] = static_cast<std::uint32_t>(qh2[b] + qh2[kQBins + b]);
+    // uint32 sums wrap back to the true counts (< 2^32); bins [1, q_from) are folded into bin 0
+    std::uint32_t q[kQBins];
+    for (int b = 0; b < kQBins; ++b) q[b] = qh2[b] + qh2[kQBins + b];
+    for (int b = 1; b < q_from; ++b) q[0] += q[b], q[b] = 0;
     acc.q_floor = q_from;
-    acc.fold_below_floor();
+    const std::lock_guard<std::mutex> lock(shared_q->mu);
+    for (int b = 0; b < kQBins; ++b) shared_q->q[b] += q[b];
   }
 }
 
@@ -1159,8 +1308,15 @@ FloatAcc float_pass(const Tensor& ta, const Tensor& tg, Method m, const Toleranc
   KC_ASSERT(ta.bytes.size() >= storage_bytes(ta.dtype, n) && tg.bytes.size() >= storage_bytes(tg.dtype, n) &&
                 is_complex(ta.dtype) == is_complex(tg.dtype),
             "compare_float: tensors shorter than their {} elements or complex against real", n);
-  return parallel_reduce<FloatAcc>(
-      n, kChunk, [&](FloatAcc& part, std::size_t b, std::size_t e) { run_chunk(part, ta, tg, p, b, e); });
+  SharedQHist shared_q;
+  FloatAcc acc = parallel_reduce<FloatAcc>(n, kChunk, [&](FloatAcc& part, std::size_t b, std::size_t e) {
+    run_chunk(part, ta, tg, p, b, e, &shared_q);
+  });
+  if (p.want_quantiles) {
+    acc.qhist = std::move(shared_q.q);
+    acc.fold_below_floor();  // below the highest chunk floor only the sum is exact
+  }
+  return acc;
 }
 
 }  // namespace

@@ -260,6 +260,58 @@ TEST(FusedTwin, FloatLanesAtTheVerdictAndDecadeEdges) {
   set_thread_count(0);
 }
 
+// bfloat16/float16 pairs where most codes are bitwise equal: the fastest path compresses each block to its
+// differing elements (sparse16, AVX-512 VBMI2 builds) and must give every figure bitwise as the general
+// path does. Blocks with 0, 1, 0.1 … 45 % (sparse) and 80 % (dense: the next blocks skip the screen)
+// differing codes; equal scores and equal |a−g| at several indices (ties in the worst list and the
+// maximum), ±0 pairs (different codes, zero error), equal subnormals, a golden NaN/inf pair and an actual
+// inf against a finite golden in otherwise sparse blocks (the general path takes those blocks), a tail
+// that is not a multiple of 32.
+TEST(FusedTwin, SparseSixteenBitBlocksOfMostlyEqualCodes) {
+  set_thread_count(2);
+  for (DType dt : {DType::bfloat16, DType::float16})
+    for (bool specials : {false, true}) {
+      const std::size_t n = 80 * 1024 + 40;  // two chunks
+      std::mt19937_64 rng(dt == DType::bfloat16 ? 31 : 32);
+      std::normal_distribution<double> nd;
+      std::uniform_real_distribution<double> u(0, 1);
+      const double p_block[] = {0, 0.003, 0.03, 0.3, 0.45, 0.03, 0.03, 0.0, 0.3, 0.001};
+      std::vector<double> av(n), gv(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t blk = i / 1024;
+        const double g = value_at(make(dt, {nd(rng) * (blk % 3 == 0 ? 1e-3 : 1.0)}), 0);
+        double a = g;
+        // dense blocks 4 and 66 (the screen then pauses for 15 blocks), sparse ones elsewhere
+        if (u(rng) < (blk == 4 || blk == 66 ? 0.8 : p_block[blk % 10])) a = g * (1 + 0.05 * nd(rng));
+        av[i] = a, gv[i] = g;
+      }
+      av[1024 * 2 + 5] = 1.0, gv[1024 * 2 + 5] = 0.5;  // one differing element in a sparse block…
+      av[1024 * 7 + 9] = 3.0, gv[1024 * 7 + 9] = 2.5;  // … and in an all-equal one
+      for (std::size_t i : {std::size_t{1024 * 11 + 3}, std::size_t{1024 * 11 + 700},
+                            std::size_t{1024 * 12 + 1}, std::size_t{1024 * 70 + 2}}) {
+        av[i] = 8.0, gv[i] = 6.0;  // the same (largest) |a−g| and score at four indices
+      }
+      for (std::size_t i = 1024 * 13; i < 1024 * 13 + 64; i += 4) {
+        av[i] = 0.0, gv[i] = -0.0;                       // ±0: different codes, no error
+        av[i + 1] = gv[i + 1] = 6e-8;                    // float16 subnormal (bfloat16: normal)
+        av[i + 2] = 0.25 + 0.0078125, gv[i + 2] = 0.25;  // equal scores within a block
+      }
+      av[n - 3] = 1.5, gv[n - 3] = 1.25;  // in the tail
+      if (specials) {
+        gv[1024 * 20 + 4] = av[1024 * 20 + 4] = kNaN;   // equal NaN pair: golden not finite
+        gv[1024 * 21 + 6] = av[1024 * 21 + 6] = -kInf;  // same infinity
+        av[1024 * 22 + 8] = kInf;                       // actual inf, golden finite: a differing lane
+        av[1024 * 23 + 9] = kNaN;
+      }
+      const Tensor a = make(dt, av), g = make(dt, gv);
+      const std::string what = std::string(dtype_name(dt)) + (specials ? " with NaN/inf" : "");
+      check_all_paths(a, g, Method::mixed, mixed_tol(std::ldexp(1.0, -6), std::ldexp(1.0, -6)), what);
+      check_all_paths(a, g, Method::mixed, mixed_tol(0, 0), what + " zero tolerance");
+      check_all_paths(a, g, Method::stat_rel_err, stat_tol(), what);
+    }
+  set_thread_count(0);
+}
+
 // Smallest k with k/n ≥ 0.99 in double (what compare_float asks the histogram for).
 std::uint64_t count_99(std::uint64_t n) {
   std::uint64_t k = 0;
