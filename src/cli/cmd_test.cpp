@@ -47,7 +47,9 @@ int run(int argc, char** argv) {
   if (!(opt.kl_factor >= 1)) kc::fail("--kl-factor: expected ≥ 1, got {}", opt.kl_factor);
   if (!(opt.alpha > 0 && opt.alpha < 1)) kc::fail("--alpha: expected in (0, 1), got {}", opt.alpha);
 
-  kc::Golden golden = kc::read_golden(golden_path);
+  // Deferred verification: accumulate() checks the checksums and rows in its one pass over the files and
+  // throws (exit 3, nothing written) before a report exists.
+  kc::Golden golden = kc::read_golden(golden_path, true);
   std::optional<std::pair<std::int64_t, std::int64_t>> range;
   if (!positions.empty()) range = kc::cli::parse_position_range(positions);
   std::optional<kc::Logits> ref;
@@ -56,14 +58,14 @@ int run(int argc, char** argv) {
   kc::JudgeAccumulator cand;
   kc::Provenance cand_made_by;
   {
-    kc::CandidateInput ci = kc::open_candidate_input(cand_path, golden, range);
+    kc::CandidateInput ci = kc::open_candidate_input(cand_path, golden, range, true);
     if (!ci.in_memory) cand_made_by = ci.cand.meta.made_by;
     if (!range && !partial_path.empty()) range = std::make_pair(ci.begin, ci.begin + ci.n);
     cand = kc::accumulate(golden, ci, ref ? &*ref : nullptr);
   }
   std::vector<kc::JudgeAccumulator> noise;
   for (auto& p : noise_paths) {
-    kc::CandidateInput ni = kc::open_candidate_input(p, golden, range);
+    kc::CandidateInput ni = kc::open_candidate_input(p, golden, range, true);
     if (ni.begin != cand.ranges.front().first || ni.n != cand.positions_judged())
       kc::throw_input_error(p, "positions", "the candidate's positions",
                             fmt::format("[{}, {})", ni.begin, ni.begin + ni.n));

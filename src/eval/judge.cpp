@@ -62,14 +62,14 @@ std::span<const T> sub(std::span<const T> s, std::int64_t off, std::int64_t n, s
 }  // namespace
 
 CandidateInput open_candidate_input(const std::string& path, const Golden& g,
-                                    std::optional<std::pair<std::int64_t, std::int64_t>> range) {
+                                    std::optional<std::pair<std::int64_t, std::int64_t>> range, bool defer) {
   CandidateInput ci;
   ci.path = path;
   const std::int64_t N = g.meta.n;
   if (range && (range->first < 0 || range->second > N || range->first >= range->second))
     fail("--positions: expected a range within [0, {}), got [{}, {})", N, range->first, range->second);
   if (is_candidate_file(path)) {
-    ci.cand = read_candidate(path);
+    ci.cand = read_candidate(path, defer);
     check_candidate_matches(g, ci.cand);
     std::int64_t cb = ci.cand.meta.position_begin, ce = cb + ci.cand.meta.n;
     std::int64_t b = range ? range->first : cb, e = range ? range->second : ce;
@@ -94,6 +94,8 @@ CandidateInput open_candidate_input(const std::string& path, const Golden& g,
     ci.n = n;
     return ci;
   }
+  // Logits are turned into a candidate from the golden's rows here: they must be checked first.
+  if (g.pending && !g.pending->done()) g.pending->verify_all();
   Logits L = open_logits(path);
   std::int64_t b = range ? range->first : 0, e = range ? range->second : N;
   if (L.n == N && (b != 0 || e != N))
@@ -165,10 +167,18 @@ WorstPosition worst_detail(const Golden& g, const CandidateArrays& a, std::int64
 // The fast path (every id covered, no full logits): blocks of positions as structure of arrays, the KL
 // of 16 rows at a time (score_topk_rows), sums by runs of one cell (JudgeAccumulator::add_block).
 // sample_cut: only positions whose hash is below it may enter the plot sample (see accumulate()).
+// Deferred checks (gchk: golden rows, cchk: candidate file rows, candidate row i = file row coff + i):
+// each group of kCheckRows positions is hashed and checked right before it is scored, while it is in cache;
+// the unchecked rows are only read within bounds here (segment and phase are clamped) and nothing is
+// reported before the checks finish.
+constexpr std::size_t kCheckRows = 8192;  // ~580 kB of both files at k = 20: stays in L2
+
 void accumulate_blocks(const Golden& g, const CandidateArrays& a, const std::vector<std::uint8_t>& seg_domain,
                        std::int64_t begin, std::size_t b, std::size_t e, std::uint64_t sample_cut,
-                       JudgeAccumulator& acc) {
+                       JudgeAccumulator& acc, DeferredCheck* gchk = nullptr, DeferredCheck* cchk = nullptr,
+                       std::int64_t coff = 0) {
   const int k = g.meta.k;
+  const std::uint32_t max_seg = static_cast<std::uint32_t>(seg_domain.size() - 1);
   acc.sample_cut = sample_cut;
   auto blk = std::make_unique<PositionBlock>();  // zeroed: lane loops may read the padding
   PositionBlock& B = *blk;
@@ -177,6 +187,11 @@ void accumulate_blocks(const Golden& g, const CandidateArrays& a, const std::vec
   for (std::size_t i0 = b; i0 < e; i0 += PositionBlock::kMax) {
     const int n = static_cast<int>(std::min<std::size_t>(PositionBlock::kMax, e - i0));
     const std::int64_t g0 = begin + static_cast<std::int64_t>(i0);
+    if ((gchk || cchk) && (i0 - b) % kCheckRows == 0) {
+      const std::size_t i1 = std::min(e, i0 + kCheckRows);
+      if (gchk) gchk->rows(g0, begin + static_cast<std::int64_t>(i1));
+      if (cchk) cchk->rows(coff + static_cast<std::int64_t>(i0), coff + static_cast<std::int64_t>(i1));
+    }
     B.n = n;
     B.position0 = g0;
     RowScores rs;
@@ -207,11 +222,13 @@ void accumulate_blocks(const Golden& g, const CandidateArrays& a, const std::vec
     std::memcpy(B.segment, seg, n * sizeof(std::int32_t));
     std::memcpy(B.depth, dep, n * sizeof(std::int32_t));
     std::memcpy(B.phase, ph, n);
-    for (int t = 0; t < n; ++t) B.domain[t] = seg_domain[seg[t]];
+    // Clamped: the identity on checked rows, within bounds on rows a deferred check will refuse.
+    for (int t = 0; t < n; ++t)
+      B.domain[t] = seg_domain[std::min(static_cast<std::uint32_t>(seg[t]), max_seg)];
     for (int t = 0; t < n; ++t) {
       const std::int32_t d = dep[t];  // depth_bucket of a 32-bit depth (≤ 32 < kDepthBuckets)
       const std::int32_t bucket = d > 0 ? 32 - std::countl_zero(static_cast<std::uint32_t>(d)) : 0;
-      B.cell[t] = (B.domain[t] * kDepthBuckets + bucket) * kPhases + ph[t];
+      B.cell[t] = (B.domain[t] * kDepthBuckets + bucket) * kPhases + (ph[t] & 1);
     }
     for (int t = 0; t < n; ++t) B.finite[t] = !(fl[t] & kFlagsBroken) & (B.kl[t] - B.kl[t] == 0);
     if (!g.top1.empty()) {
@@ -295,6 +312,17 @@ JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Log
   // Large fixed chunks: each chunk's accumulator holds a plot sample of up to 20k points.
   const std::size_t chunk = std::size_t{1} << 18;
   const bool blocks = !full && a.covered.empty();
+  // Files read with deferred verification: checked during the fast path's pass (one read of each file),
+  // else up front. Golden before candidate, as the readers would.
+  DeferredCheck* gchk = g.pending && !g.pending->done() ? g.pending.get() : nullptr;
+  DeferredCheck* cchk =
+      !ci.in_memory && ci.cand.pending && !ci.cand.pending->done() ? ci.cand.pending.get() : nullptr;
+  if (!blocks || n == 0) {
+    if (gchk) gchk->verify_all();
+    if (cchk) cchk->verify_all();
+    gchk = cchk = nullptr;
+  }
+  const std::int64_t coff = ci.in_memory ? 0 : ci.begin - ci.cand.meta.position_begin;
   std::vector<JudgeAccumulator> parts(chunk_count(n, chunk));
   std::uint64_t cut = blocks ? sample_prefilter(n) : ~std::uint64_t{0};
   for (;;) {
@@ -304,7 +332,7 @@ JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Log
       acc.init(k, doms, n_seg);
       acc.add_range(begin + b, begin + e);
       if (blocks) {
-        accumulate_blocks(g, a, seg_domain, begin, b, e, cut, acc);
+        accumulate_blocks(g, a, seg_domain, begin, b, e, cut, acc, gchk, cchk, coff);
         return;
       }
       std::vector<float> rrow, crow;
@@ -340,6 +368,19 @@ JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Log
         if (acc.wants_worst(wkl, gi)) acc.offer_worst(worst_detail(g, a, gi, i, r));
       }
     });
+    // The rows outside the judged range, then the verdicts of the checks (before anything is reported).
+    if (gchk) {
+      gchk->rows(0, begin);
+      gchk->rows(begin + n, g.meta.n);
+      gchk->finish();
+      gchk = nullptr;
+    }
+    if (cchk) {
+      cchk->rows(0, coff);
+      cchk->rows(coff + n, ci.cand.meta.n);
+      cchk->finish();
+      cchk = nullptr;
+    }
     if (cut != ~std::uint64_t{0}) {
       std::size_t collected = 0;
       for (auto& p : parts) collected += p.sample.size();

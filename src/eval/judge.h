@@ -54,12 +54,15 @@ struct CandidateInput {
 };
 // Detects the kind from the content (kerncheck.format metadata, else logits) and checks it belongs to
 // the golden. `range` limits logits to golden positions [range.first, range.second) (default all).
-CandidateInput open_candidate_input(
-    const std::string& path, const Golden& golden,
-    std::optional<std::pair<std::int64_t, std::int64_t>> range = std::nullopt);
+// defer: a candidate file's rows are verified by accumulate() (golden.h, DeferredCheck).
+CandidateInput open_candidate_input(const std::string& path, const Golden& golden,
+                                    std::optional<std::pair<std::int64_t, std::int64_t>> range = std::nullopt,
+                                    bool defer = false);
 
 // Accumulates positions [begin, begin + n) of the golden (candidate row 0 = golden position `begin`).
 // ref_logits (all golden positions) + candidate logits give the full-vocabulary KL.
+// Deferred checks of the golden and the candidate file (read with defer = true) are run and finished
+// here, in the same pass when the fast path applies: a damaged file throws before anything is returned.
 JudgeAccumulator accumulate(const Golden& golden, const CandidateInput& cand, const Logits* ref_logits);
 
 // ---- summaries --------------------------------------------------------------------------------------

@@ -58,12 +58,24 @@ GoldenMeta meta() {
 std::string read_error(const GoldenBuffers& g) {
   std::string p = tmp("g.safetensors");
   write_golden(p, meta(), g.view());
-  std::string err;
+  std::string err, deferred;
   try {
     read_golden(p);
   } catch (const Error& e) {
     err = e.what();
   }
+  // The deferred check (kerncheck test's one pass), rows passed in pieces and out of order, must refuse
+  // the file with the same message.
+  try {
+    Golden d = read_golden(p, true);
+    EXPECT_TRUE(d.pending);
+    for (std::int64_t b : {std::int64_t{40000}, std::int64_t{0}, std::int64_t{12345}})
+      d.pending->rows(b, b == 0 ? 12345 : b == 12345 ? 40000 : kN);
+    d.pending->finish();
+  } catch (const Error& e) {
+    deferred = e.what();
+  }
+  EXPECT_EQ(deferred, err);
   std::filesystem::remove(p);
   return err;
 }
@@ -128,12 +140,21 @@ TEST(GoldenValidation, CandidateRows) {
     }
     std::string p = tmp("c.safetensors");
     write_candidate(p, candidate_meta_for(g, {"test", "", ""}), c.view());
-    std::string err;
+    std::string err, deferred;
     try {
       read_candidate(p);
     } catch (const Error& e) {
       err = e.what();
     }
+    try {
+      Candidate d = read_candidate(p, true);
+      d.pending->rows(30000, kN);
+      d.pending->rows(0, 30000);
+      d.pending->finish();
+    } catch (const Error& e) {
+      deferred = e.what();
+    }
+    EXPECT_EQ(deferred, err);
     std::filesystem::remove(p);
     return err;
   };
