@@ -1,7 +1,8 @@
 // kc_engine_bench: speed of the f32 Llama engine (driven by bench/engine_bench.py, which runs transformers
 // beside it). Prints one JSON object per command on stdout.
 //   kc_engine_bench sgemm N                       machine rate: one cblas_sgemm N×N×N with OpenBLAS on
-//                                                 kc::thread_count() threads, and our fixed-tile gemm_nt
+//                                                 kc::thread_count() threads, our fixed-tile gemm_nt and
+//                                                 the packed GEMM of the Llama engine (packed_gemm)
 //   kc_engine_bench model MODEL PREFILL DECODE [f32]   prefill PREFILL tokens, then DECODE decode steps
 //                                                 (quantized GEMVs where the GGUF allows; f32: the f32 ones)
 //   kc_engine_bench memory MODEL T                one T-token prefill, logits discarded; reports maxrss
@@ -22,6 +23,7 @@
 #include "core/parallel.h"
 #include "model/llama.h"
 #include "ops/engine_ops.h"
+#include "ops/packed_gemm.h"
 
 namespace {
 
@@ -62,8 +64,12 @@ int bench_sgemm(std::size_t n) {
   });
   openblas_set_num_threads(1);
   const double t_ours = best_of(5, [&] { kc::engine::gemm_nt(a.data(), n, n, b.data(), n, c.data()); });
-  std::printf("{\"n\": %zu, \"threads\": %d, \"openblas_gflops\": %.2f, \"gemm_nt_gflops\": %.2f}\n", n,
-              kc::thread_count(), flops / t_blas * 1e-9, flops / t_ours * 1e-9);
+  const kc::engine::PackedMatrix pb(b.data(), n, n);  // the Llama engine's GEMM (weights packed at load)
+  const double t_packed = best_of(5, [&] { kc::engine::packed_gemm(a.data(), n, pb, c.data()); });
+  std::printf(
+      "{\"n\": %zu, \"threads\": %d, \"openblas_gflops\": %.2f, \"gemm_nt_gflops\": %.2f, "
+      "\"packed_gflops\": %.2f}\n",
+      n, kc::thread_count(), flops / t_blas * 1e-9, flops / t_ours * 1e-9, flops / t_packed * 1e-9);
   return 0;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Speed of kerncheck's f32 Llama engine against HF transformers in f32 on the same threads, in one run.
 
-Prints: the machine's sgemm rate (OpenBLAS, one large multiply) and our fixed-tile gemm_nt; SmolLM2-135M
+Prints: the machine's sgemm rate (OpenBLAS, one large multiply), our fixed-tile gemm_nt (hybrid model) and
+the packed GEMM of the Llama engine (src/ops/packed_gemm.h); SmolLM2-135M
 prefill (tokens/s, GFLOP/s, fraction of the sgemm rate) and decode (tokens/s; ours reads the GGUF's
 quantized blocks, and says so) for ours and transformers (torch.set_num_threads(THREADS)) with the ratios;
 the peak memory (maxrss) of an 8k-token prefill. --f32-decode adds our decode on the f32 weights.
@@ -70,8 +71,9 @@ def main():
     print(f"threads {n}, load average {os.getloadavg()[0]:.1f} (other work on the machine skews every number)")
 
     sg = ours(exe, "sgemm", a.sgemm_n, threads=n)
+    packed = f", our packed GEMM (the engine's) {sg['packed_gflops']:.1f} GFLOP/s" if "packed_gflops" in sg else ""
     print(f"sgemm {a.sgemm_n}^3: OpenBLAS {sg['openblas_gflops']:.1f} GFLOP/s, our fixed-tile gemm_nt "
-          f"{sg['gemm_nt_gflops']:.1f} GFLOP/s")
+          f"{sg['gemm_nt_gflops']:.1f} GFLOP/s{packed}")
 
     us = ours(exe, "model", a.model, a.prefill, a.decode, threads=n)
     print(f"ours: prefill {a.prefill} tokens {us['prefill_tok_s']:.1f} tok/s ({us['prefill_gflops']:.1f} GFLOP/s = "

@@ -78,14 +78,18 @@ void LlamaModel::linear(const float* x, std::size_t T, std::size_t k, std::span<
     quant_gemv(jobs);
     return;
   }
+  std::vector<engine::PackedGemmOp> f32;  // the rest: one packed GEMM of x for all of them
   for (const auto& op : ops) {
     if (quantized(op)) {
       const QuantGemv j = job(op);
       quant_gemv({&j, 1});
     } else {
-      engine::gemm_nt(x, T, k, op.w.data(), op.n, op.y, op.bias);
+      KC_ASSERT(op.w.rows() == op.n && op.w.cols() == k, "linear: weight [{}, {}] for [{}, {}]", op.w.rows(),
+                op.w.cols(), op.n, k);
+      f32.push_back({&op.w, op.y, op.bias});
     }
   }
+  engine::packed_gemm(x, T, f32);
 }
 
 void LlamaModel::report(std::string_view name, int layer, std::size_t pos0, std::size_t rows,
@@ -169,7 +173,7 @@ void LlamaModel::forward(LlamaState& st, std::span<const std::int32_t> tokens, S
   s.pos0 = st.pos;
   st.reserve(st.pos + T);
   for (std::size_t t = 0; t < T; ++t)  // x [T, D] = embed[tokens]
-    std::memcpy(&s.x[t * D], &weights_.embed[static_cast<std::size_t>(tokens[t]) * D], D * sizeof(float));
+    weights_.embed_row(static_cast<std::size_t>(tokens[t]), &s.x[t * D]);
   report("embed", -1, s.pos0, T, D, s.x.data());
   engine::rope_tables(inv_freq_, s.pos0, T, s.cos_t.data(), s.sin_t.data());  // [T, hd/2]
   for (std::size_t il = 0; il < c.n_layers; ++il) layer(il, st, T, s);
@@ -177,8 +181,7 @@ void LlamaModel::forward(LlamaState& st, std::span<const std::int32_t> tokens, S
   engine::rmsnorm(s.x.data(), weights_.final_norm.data(), T, D, c.rms_eps, s.xn.data());
   report("final.norm", -1, s.pos0, T, D, s.xn.data());
   if (!logits) return;
-  const auto& head = c.tied_embeddings ? weights_.embed : weights_.lm_head;
-  const Linear lm{head, quant_ ? &quant_->lm_head : nullptr, c.n_vocab, s.logits.data()};
+  const Linear lm{weights_.lm_head, quant_ ? &quant_->lm_head : nullptr, c.n_vocab, s.logits.data()};
   linear(s.xn.data(), T, D, {&lm, 1});  // logits [T, V]
   report("logits", -1, s.pos0, T, c.n_vocab, s.logits.data());
 }
@@ -216,24 +219,43 @@ void LlamaModel::for_each_weight(const std::function<void(const std::string&, st
   auto w = [&](const std::string& name, std::vector<float>& v) {
     if (!v.empty()) fn(name, v);
   };
-  w("model.embed_tokens.weight", weights_.embed);
+  // A packed matrix is visited row-major ([out, in] as HF stores it) and packed again afterwards: one
+  // matrix's row-major copy exists at a time.
+  auto m = [&](const std::string& name, engine::PackedMatrix& pm) {
+    if (pm.empty()) return;
+    std::vector<float> v = pm.unpack();
+    fn(name, v);
+    pm.pack(v.data(), pm.rows(), pm.cols());
+  };
+  if (config_.tied_embeddings)
+    m("model.embed_tokens.weight", weights_.lm_head);
+  else
+    w("model.embed_tokens.weight", weights_.embed);
   for (std::size_t il = 0; il < weights_.layers.size(); ++il) {
     auto& L = weights_.layers[il];
     const std::string p = "model.layers." + std::to_string(il) + ".";
     w(p + "input_layernorm.weight", L.attn_norm);
-    w(p + "self_attn.q_proj.weight", L.wq), w(p + "self_attn.k_proj.weight", L.wk);
-    w(p + "self_attn.v_proj.weight", L.wv);
+    m(p + "self_attn.q_proj.weight", L.wq), m(p + "self_attn.k_proj.weight", L.wk);
+    m(p + "self_attn.v_proj.weight", L.wv);
     w(p + "self_attn.q_proj.bias", L.bq), w(p + "self_attn.k_proj.bias", L.bk);
     w(p + "self_attn.v_proj.bias", L.bv);
     w(p + "self_attn.q_norm.weight", L.q_norm), w(p + "self_attn.k_norm.weight", L.k_norm);
-    w(p + "self_attn.o_proj.weight", L.wo);
+    m(p + "self_attn.o_proj.weight", L.wo);
     w(p + "post_attention_layernorm.weight", L.mlp_norm);
-    w(p + "mlp.gate_proj.weight", L.w_gate), w(p + "mlp.up_proj.weight", L.w_up);
-    w(p + "mlp.down_proj.weight", L.w_down);
+    m(p + "mlp.gate_proj.weight", L.w_gate), m(p + "mlp.up_proj.weight", L.w_up);
+    m(p + "mlp.down_proj.weight", L.w_down);
   }
   w("model.norm.weight", weights_.final_norm);
-  w("lm_head.weight", weights_.lm_head);
+  if (!config_.tied_embeddings) m("lm_head.weight", weights_.lm_head);
 }
+
+void LlamaWeights::embed_row(std::size_t t, float* out) const {
+  if (embed.empty()) return lm_head.row(t, out);
+  const std::size_t D = lm_head.cols();
+  std::memcpy(out, &embed[t * D], D * sizeof(float));
+}
+
+std::vector<float> LlamaWeights::embed_f32() const { return embed.empty() ? lm_head.unpack() : embed; }
 
 std::vector<float> LlamaModel::decode(LlamaState& st, std::int32_t token) const {
   check_tokens({&token, 1});

@@ -26,6 +26,7 @@
 #include "model/dequant.h"
 #include "model/spare_pool.h"
 #include "ops/engine_ops.h"
+#include "ops/packed_gemm.h"
 
 namespace kc {
 
@@ -48,24 +49,29 @@ struct LlamaConfig {
   bool tied_embeddings = false;  // lm_head = token embedding
 };
 
+// Matrices are held once, in the packed GEMM's panel order (engine::PackedMatrix: prefill's GEMM and the
+// f32 decode GEMV read them without re-packing); unpack() gives the HF row-major [out, in] values.
 struct LlamaLayerWeights {
   std::vector<float> attn_norm;       // [D]
-  std::vector<float> wq;              // [nH·hd, D]
-  std::vector<float> wk;              // [nKV·hd, D]
-  std::vector<float> wv;              // [nKV·hd, D]
+  engine::PackedMatrix wq;            // [nH·hd, D]
+  engine::PackedMatrix wk;            // [nKV·hd, D]
+  engine::PackedMatrix wv;            // [nKV·hd, D]
   std::vector<float> bq, bk, bv;      // [nH·hd], [nKV·hd], [nKV·hd]   (Qwen2; else empty)
   std::vector<float> q_norm, k_norm;  // [hd], [hd]                      (Qwen3; else empty)
-  std::vector<float> wo;              // [D, nH·hd]
+  engine::PackedMatrix wo;            // [D, nH·hd]
   std::vector<float> mlp_norm;        // [D]
-  std::vector<float> w_gate, w_up;    // [F, D]
-  std::vector<float> w_down;          // [D, F]
+  engine::PackedMatrix w_gate, w_up;  // [F, D]
+  engine::PackedMatrix w_down;        // [D, F]
 };
 
 struct LlamaWeights {
-  std::vector<float> embed;  // [V, D]
+  std::vector<float> embed;  // [V, D] row-major; empty when tied (lm_head holds the embedding)
   std::vector<LlamaLayerWeights> layers;
   std::vector<float> final_norm;  // [D]
-  std::vector<float> lm_head;     // [V, D]; empty when tied (embed is used)
+  engine::PackedMatrix lm_head;   // [V, D]: lm_head.weight, or the token embedding when tied
+  // Row t of the token embedding (D floats), from embed or, when tied, the packed lm_head.
+  void embed_row(std::size_t t, float* out) const;
+  std::vector<float> embed_f32() const;  // the token embedding [V, D] row-major
 };
 
 // Decode's view of a GGUF's quantized matrices, read in place from the mapped file (no copy): a matrix whose
@@ -158,10 +164,10 @@ class LlamaModel : public CausalLM {
   void layer(std::size_t il, LlamaState& state, std::size_t T, Scratch& s) const;
   void check_tokens(std::span<const std::int32_t> tokens) const;
   // y [T, n] = x [T, k] · wᵀ (+ bias) for each op of the same x: for one token, quant_gemv on the file's
-  // blocks where q has them (ops that all do share one parallel region), else the f32 GEMM.
+  // blocks where q has them (ops that all do share one parallel region), else the packed f32 GEMM.
   struct Linear {
-    const std::vector<float>& w;  // [n, k] f32
-    const QuantMatrix* q;         // the same matrix in the file, or nullptr / q->data == nullptr
+    const engine::PackedMatrix& w;  // [n, k] f32
+    const QuantMatrix* q;           // the same matrix in the file, or nullptr / q->data == nullptr
     std::size_t n;
     float* y;
     const float* bias = nullptr;

@@ -93,20 +93,21 @@ struct TinyGguf {
       ts.push_back({std::move(name), {v.size() / rows, rows}, t, quantize(t, v)});
     };
     const std::size_t D = c.d_model, F = c.d_ff, hd = c.head_dim;
-    mat("token_embd.weight", w.embed, c.n_vocab, GgmlType::Q8_0);
+    mat("token_embd.weight", w.embed_f32(), c.n_vocab, GgmlType::Q8_0);
     f32("output_norm.weight", w.final_norm);
     for (std::size_t il = 0; il < c.n_layers; ++il) {
       const auto& l = w.layers[il];
       const std::string p = "blk." + std::to_string(il) + ".";
       f32(p + "attn_norm.weight", l.attn_norm);
       f32(p + "ffn_norm.weight", l.mlp_norm);
-      mat(p + "attn_q.weight", permute_rows(l.wq, c.n_heads, hd, D), c.n_heads * hd, GgmlType::Q4_1);
-      mat(p + "attn_k.weight", permute_rows(l.wk, c.n_kv_heads, hd, D), c.n_kv_heads * hd, GgmlType::Q4_1);
-      mat(p + "attn_v.weight", l.wv, c.n_kv_heads * hd, GgmlType::Q4_1);
-      mat(p + "attn_output.weight", l.wo, D, GgmlType::Q4_1);
-      mat(p + "ffn_gate.weight", l.w_gate, F, GgmlType::Q4_1);
-      mat(p + "ffn_up.weight", l.w_up, F, GgmlType::Q4_1);
-      mat(p + "ffn_down.weight", l.w_down, D, GgmlType::Q4_1);
+      mat(p + "attn_q.weight", permute_rows(l.wq.unpack(), c.n_heads, hd, D), c.n_heads * hd, GgmlType::Q4_1);
+      mat(p + "attn_k.weight", permute_rows(l.wk.unpack(), c.n_kv_heads, hd, D), c.n_kv_heads * hd,
+          GgmlType::Q4_1);
+      mat(p + "attn_v.weight", l.wv.unpack(), c.n_kv_heads * hd, GgmlType::Q4_1);
+      mat(p + "attn_output.weight", l.wo.unpack(), D, GgmlType::Q4_1);
+      mat(p + "ffn_gate.weight", l.w_gate.unpack(), F, GgmlType::Q4_1);
+      mat(p + "ffn_up.weight", l.w_up.unpack(), F, GgmlType::Q4_1);
+      mat(p + "ffn_down.weight", l.w_down.unpack(), D, GgmlType::Q4_1);
     }
     Writer g;
     g.b = {'G', 'G', 'U', 'F'};
@@ -179,15 +180,15 @@ void expect_all_weights(const LlamaModel& m, std::size_t max_cols = 1 << 30) {
   for (std::size_t il = 0; il < w.layers.size(); ++il) {
     const auto& l = w.layers[il];
     const auto& ql = q->layers[il];
-    expect_gemv_reads_weights(ql.wq, q->q_rows, l.wq, "wq", max_cols);
-    expect_gemv_reads_weights(ql.wk, q->k_rows, l.wk, "wk", max_cols);
-    expect_gemv_reads_weights(ql.wv, none, l.wv, "wv", max_cols);
-    expect_gemv_reads_weights(ql.wo, none, l.wo, "wo", max_cols);
-    expect_gemv_reads_weights(ql.w_gate, none, l.w_gate, "w_gate", max_cols);
-    expect_gemv_reads_weights(ql.w_up, none, l.w_up, "w_up", max_cols);
-    expect_gemv_reads_weights(ql.w_down, none, l.w_down, "w_down", max_cols);
+    expect_gemv_reads_weights(ql.wq, q->q_rows, l.wq.unpack(), "wq", max_cols);
+    expect_gemv_reads_weights(ql.wk, q->k_rows, l.wk.unpack(), "wk", max_cols);
+    expect_gemv_reads_weights(ql.wv, none, l.wv.unpack(), "wv", max_cols);
+    expect_gemv_reads_weights(ql.wo, none, l.wo.unpack(), "wo", max_cols);
+    expect_gemv_reads_weights(ql.w_gate, none, l.w_gate.unpack(), "w_gate", max_cols);
+    expect_gemv_reads_weights(ql.w_up, none, l.w_up.unpack(), "w_up", max_cols);
+    expect_gemv_reads_weights(ql.w_down, none, l.w_down.unpack(), "w_down", max_cols);
   }
-  expect_gemv_reads_weights(q->lm_head, none, w.lm_head.empty() ? w.embed : w.lm_head, "lm_head", max_cols);
+  expect_gemv_reads_weights(q->lm_head, none, w.lm_head.unpack(), "lm_head", max_cols);
 }
 
 std::vector<std::int32_t> sample_ids(std::size_t n, std::size_t vocab) {

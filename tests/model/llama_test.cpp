@@ -129,6 +129,45 @@ TEST(Llama, HookSeesNamedTensorsAndCanChangeThem) {
   for (const char* n : {"embed", "final.norm", "logits"}) EXPECT_TRUE(seen.count({n, -1})) << n;
 }
 
+// Matrices are held packed (engine::PackedMatrix); for_each_weight must still hand out the HF row-major
+// values, and what the visitor writes must be what the model then computes with.
+TEST(Llama, ForEachWeightVisitsHfRowMajorValuesAndRepacksChanges) {
+  for (const char* fx : {"llama-tiny", "qwen2-tiny", "qwen3-tiny"}) {  // tied / untied lm_head, biases
+    auto m = LlamaModel::load(fixture(fx));
+    const auto f = SafetensorsFile::open(fixture(fx) + "/model.safetensors");
+    std::size_t visited = 0;
+    m.for_each_weight([&](const std::string& name, std::span<float> w) {
+      ++visited;
+      const Tensor t = f.tensor(name);
+      ASSERT_EQ(t.dtype, DType::float32) << fx << " " << name;
+      ASSERT_EQ(t.numel(), w.size()) << fx << " " << name;
+      ASSERT_EQ(0, std::memcmp(t.bytes.data(), w.data(), t.bytes.size())) << fx << " " << name;
+    });
+    EXPECT_EQ(visited, f.names().size()) << fx;
+  }
+  auto model = LlamaModel::load(fixture("qwen2-tiny"));
+
+  // Doubling down_proj doubles mlp.out exactly (a power-of-two scale of every product and partial sum).
+  const std::vector<std::int32_t> ids{3, 1, 4, 1, 5, 9, 2, 6};
+  std::vector<float> before, after;
+  auto run = [&](std::vector<float>& out) {
+    model.set_hook([&](const engine::TensorEvent& e) {
+      if (e.name == "mlp.out" && e.layer == 1) out.assign(e.data.begin(), e.data.end());
+    });
+    LlamaState st(model.config());
+    model.prefill(st, ids);
+  };
+  run(before);
+  model.for_each_weight([](const std::string& name, std::span<float> w) {
+    if (name == "model.layers.1.mlp.down_proj.weight")
+      for (auto& x : w) x *= 2.0f;
+  });
+  run(after);
+  ASSERT_EQ(before.size(), after.size());
+  ASSERT_FALSE(before.empty());
+  for (std::size_t i = 0; i < before.size(); ++i) ASSERT_EQ(after[i], 2.0f * before[i]) << i;
+}
+
 // ---------------------------------------------------------------------------------------------- bad input
 // A copy of llama-tiny with its config edited or a tensor dropped / reshaped.
 struct BadCheckpoint {
