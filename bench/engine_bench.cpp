@@ -32,7 +32,18 @@ double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
 }
 
+// Peak RSS of this process image: VmHWM from /proc/self/status. getrusage's ru_maxrss is not used: Linux
+// carries it across exec, so a child of the Python driver (torch and transformers loaded, ~1.6 GB)
+// reported the driver's peak instead of its own.
 double maxrss_mb() {
+  if (std::FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    double kb = -1;
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "VmHWM: %lf kB", &kb) == 1) break;
+    std::fclose(f);
+    if (kb >= 0) return kb / 1024.0;
+  }
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) / 1024.0;
