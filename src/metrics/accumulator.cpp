@@ -1,8 +1,12 @@
 #include "metrics/accumulator.h"
 
 // No fused multiply-add: TwoSum (ExactSum, LaneSum) needs the product it adds rounded first, or its error
-// term is wrong (GCC contracts `hi + x * x` into an FMA by default).
+// term is wrong (GCC contracts `hi + x * x` into an FMA by default; clang within a statement).
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
+#endif
 
 #include <algorithm>
 #include <bit>
