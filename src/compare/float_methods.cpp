@@ -71,7 +71,7 @@ inline double hmax(v8d v) {
 // and k0 = floor(e2·log10 2), 10^k0 ≤ 2^e2 ≤ d < 2^(e2+1) < 10^(k0+2), so the edges 10^m below d are all
 // m < k0, plus m = k0 if d > 10^k0, plus m = k0+1 if d > 10^(k0+1): two table lookups and compares.
 constexpr int kFlush = 15;  // blocks of ≤ 16 byte-vectors each: ≤ 240 counts per byte lane
-alignas(64) constexpr double kPow10[16] = {1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5,
+[[maybe_unused]] alignas(64) constexpr double kPow10[16] = {1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5,
                                            1e-4,  1e-3,  1e-2,  1e-1, 1e0,  1e1,  1e2,  kInf};
 
 inline std::int64_t floor_log10_pow2(std::int64_t e2) { return (e2 * 78913) >> 18; }  // exact for |e2| ≤ 1100
