@@ -255,14 +255,42 @@ void packed_gemm(const float* x, std::size_t m, std::span<const PackedGemmOp> op
   });
 }
 #else
-void packed_gemm(const float* x, std::size_t m, std::span<const PackedGemmOp> ops) {
-  // Without AVX-512: the scalar twin in row chunks (same bits).
-  for (const auto& op : ops) {
-    const std::size_t n = op.w->rows(), k = op.w->cols();
-    parallel_for(m, 16, [&](std::size_t, std::size_t r0, std::size_t r1) {
-      packed_gemm_scalar(x + r0 * k, r1 - r0, *op.w, op.y + r0 * n, op.bias);
-    });
+namespace {
+// Without AVX-512: the same chains, written so the compiler vectorises across a panel's 32 columns (AVX2:
+// 2 rows × 4 ymm of accumulators). Each lane is still one fma chain over k in order, so the bits equal
+// packed_gemm_scalar's; the last panel's padding columns are computed and not stored.
+void generic_rows(const float* x, std::size_t r0, std::size_t r1, const PackedMatrix& w, float* y,
+                  const float* bias) {
+  const std::size_t n = w.rows(), k = w.cols();
+  for (std::size_t p = 0; p < w.panels(); ++p) {
+    const float* b = w.panel(p);
+    const std::size_t c0 = p * kPanelCols, cols = std::min(kPanelCols, n - c0);
+    for (std::size_t i = r0; i < r1; i += 2) {
+      const std::size_t rows = std::min<std::size_t>(2, r1 - i);
+      alignas(64) float acc[2][kPanelCols] = {};
+      const float* x0 = x + i * k;
+      const float* x1 = x + (i + rows - 1) * k;  // = x0 for a single last row (computed twice, stored once)
+      for (std::size_t kk = 0; kk < k; ++kk) {
+        const float a0 = x0[kk], a1 = x1[kk];
+        const float* bk = b + kk * kPanelCols;
+        for (std::size_t c = 0; c < kPanelCols; ++c) {
+          acc[0][c] = std::fma(a0, bk[c], acc[0][c]);
+          acc[1][c] = std::fma(a1, bk[c], acc[1][c]);
+        }
+      }
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < cols; ++c)
+          y[(i + r) * n + c0 + c] = bias ? acc[r][c] + bias[c0 + c] : acc[r][c];
+    }
   }
+}
+}  // namespace
+
+void packed_gemm(const float* x, std::size_t m, std::span<const PackedGemmOp> ops) {
+  for (const auto& op : ops)
+    parallel_for(m, 16, [&](std::size_t, std::size_t r0, std::size_t r1) {
+      generic_rows(x, r0, r1, *op.w, op.y, op.bias);
+    });
 }
 #endif
 
