@@ -1,7 +1,5 @@
 #include "eval/golden.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -22,37 +20,8 @@
 #include "core/parallel.h"
 #include "io/safetensors.h"
 
-// libxxhash built with its x86 dispatcher (Debian's) exports *_dispatch entry points that pick the AVX2 /
-// AVX-512 kernels at run time; the plain XXH3_64bits_update is its SSE2 build (~2.8x slower here: 14.7
-// vs 40.6 GB/s in cache). Weak, so a libxxhash without the dispatcher still links (then the plain one).
-extern "C" XXH_errorcode XXH3_64bits_update_dispatch(XXH3_state_t*, const void*, size_t)
-    __attribute__((weak));
-
 namespace kc {
 namespace {
-
-// Incremental XXH3-64 (the same digest as kc::Xxh64) through the dispatcher when there is one.
-class FastXxh3 {
- public:
-  FastXxh3() : s_(XXH3_createState()) {
-    if (!s_) throw std::bad_alloc();
-    XXH3_64bits_reset(s_);
-  }
-  ~FastXxh3() { XXH3_freeState(s_); }
-  FastXxh3(const FastXxh3&) = delete;
-  FastXxh3& operator=(const FastXxh3&) = delete;
-  void update(std::span<const std::uint8_t> b) {
-    if (b.empty()) return;
-    if (XXH3_64bits_update_dispatch)
-      XXH3_64bits_update_dispatch(s_, b.data(), b.size());
-    else
-      XXH3_64bits_update(s_, b.data(), b.size());
-  }
-  std::string hex() const { return fmt::format("{:016x}", XXH3_64bits_digest(s_)); }
-
- private:
-  XXH3_state_t* s_;
-};
 
 using nlohmann::json;
 
@@ -135,7 +104,7 @@ std::span<const T> get_array(const SafetensorsFile& f, Holder& h, const char* na
 }
 
 std::string checksum_of(std::initializer_list<std::span<const std::uint8_t>> parts) {
-  FastXxh3 h;
+  Xxh64 h;
   for (auto& p : parts) h.update(p);
   return "xxh3:" + h.hex();
 }
@@ -201,7 +170,7 @@ std::string candidate_checksum(const CandidateArrays& a) {
 template <typename Scan>
 std::pair<std::string, bool> hash_and_scan(std::initializer_list<std::span<const std::uint8_t>> arrays,
                                            std::int64_t n, const Scan& scan) {
-  FastXxh3 h;
+  Xxh64 h;
   bool ok = true;
   int which = 0;
   for (auto& bytes : arrays) {
@@ -727,14 +696,9 @@ void SplitXxh3::add_range(std::size_t p, std::uint64_t start, std::uint64_t end)
 
 std::uint64_t SplitXxh3::digest() {
   if (sequential_) {
-    XXH3_state_t* st = XXH3_createState();
-    if (!st) throw std::bad_alloc();
-    XXH3_64bits_reset(st);
-    for (auto& p : parts_)
-      if (!p.empty()) XXH3_64bits_update(st, p.data(), p.size());
-    const std::uint64_t h = XXH3_64bits_digest(st);
-    XXH3_freeState(st);
-    return h;
+    Xxh64 h;
+    for (auto& p : parts_) h.update(p);
+    return h.digest();
   }
   // Blocks no single range covered: zero them, then add their pieces.
   std::sort(straddle_.begin(), straddle_.end());
