@@ -4,7 +4,8 @@
 // chunk, blocks of kBlock elements are decoded into stack doubles, non-finite pairs are classified and
 // neutralised (a rare scalar path), then a branch-free kernel with kLanes independent accumulators
 // computes the method's sums, counts and maxima (vectorised), and writes each element's "score" so the
-// worst-10 list only looks at a block when its maximum beats the current 10th place.
+// worst-10 list only looks at a block when its maximum beats the current 10th place (the chunk's own, or the
+// best 10th place of the chunks already finished: PassShared::worst).
 // mixed and stat_rel_err on real dtypes first try a fused pass per block (fused_block512 with AVX-512,
 // else fused_block: loads straight from the tensor bytes, same arithmetic lane for lane); a block with a
 // NaN/inf falls back to the above. mixed on float32/bfloat16/float16 pairs (FloatParams::score32) runs in
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -145,8 +147,13 @@ inline v8u16 qbin8(v8d x) {
 // Adds the byte counters of buckets 1…16 to hist and takes them from hist[0] (which got every element).
 void flush_bytes(v64u8 (&cnt)[kHistBins], std::array<std::uint64_t, kHistBins>& hist) {
   for (int k = 1; k < kHistBins; ++k) {
+#if defined(KC_FUSED_AVX512)
+    const std::uint64_t s = static_cast<std::uint64_t>(
+        _mm512_reduce_add_epi64(_mm512_sad_epu8((__m512i)cnt[k], _mm512_setzero_si512())));
+#else
     std::uint64_t s = 0;
     for (int j = 0; j < 64; ++j) s += cnt[k][j];
+#endif
     hist[k] += s;
     hist[0] -= s;
     cnt[k] = v64u8{};
@@ -199,10 +206,11 @@ void flush_bytes(v64u8 (&cnt)[kHistBins], std::array<std::uint64_t, kHistBins>& 
 
 // Offers the block's scores above the current 10th place to the worst list; 8 scores per test.
 // map (sparse 16-bit blocks): s[j] belongs to block element map[j] (increasing, so ties keep their order).
+// floor: scores ≤ floor cannot be among the final worst (see PassShared::worst).
 template <typename T>
 void offer_worst(TopK& top, const T* s, std::size_t n, std::size_t np, std::size_t blk,
-                 const std::uint16_t* map) {
-  double thr = top.threshold();
+                 const std::uint16_t* map, double floor) {
+  double thr = std::max(top.threshold(), floor);
 #if defined(KC_FUSED_AVX512)
   // 16 (float) or 8 (double) scores per compare. The threshold only grows, so a lane found above an older
   // threshold is checked again against the current one. For floats it is rounded down to a float:
@@ -232,7 +240,8 @@ void offer_worst(TopK& top, const T* s, std::size_t n, std::size_t np, std::size
     for (; hit; hit &= hit - 1) {
       const std::size_t j = i + static_cast<std::size_t>(std::countr_zero(hit));
       if (static_cast<double>(s[j]) > thr)
-        top.offer(static_cast<double>(s[j]), blk + (map ? map[j] : j)), thr = top.threshold();
+        top.offer(static_cast<double>(s[j]), blk + (map ? map[j] : j)),
+            thr = std::max(top.threshold(), floor);
     }
     tv = thr_vec(thr);
   }
@@ -244,7 +253,8 @@ void offer_worst(TopK& top, const T* s, std::size_t n, std::size_t np, std::size
     if (!any) continue;
     for (std::size_t j = i; j < std::min(n, i + kLanes); ++j)
       if (static_cast<double>(s[j]) > thr)
-        top.offer(static_cast<double>(s[j]), blk + (map ? map[j] : j)), thr = top.threshold();
+        top.offer(static_cast<double>(s[j]), blk + (map ? map[j] : j)),
+            thr = std::max(top.threshold(), floor);
   }
 #endif
 }
@@ -311,16 +321,22 @@ struct FloatAcc {
     top.merge(o.top);
     nf.merge(o.nf);
     for (int i = 0; i < kHistBins; ++i) hist[i] += o.hist[i];
-    q_floor = std::max(q_floor, o.q_floor);  // qhist: summed in SharedQHist, folded by float_pass
+    q_floor = std::max(q_floor, o.q_floor);  // qhist: summed in PassShared, folded by float_pass
   }
 };
 
-// The chunks' quantile counts, summed under a lock as each chunk ends (integer sums: any order gives the
+// What the chunks of one pass share.
+// q: the chunks' quantile counts, summed under a lock as each chunk ends (integer sums: any order gives the
 // same histogram). One shared array instead of one per chunk: 512 chunks × 15 KiB of fresh memory per
 // comparison of 2^25 elements cost more page faults than the counting.
-struct SharedQHist {
+// worst: the largest 10th-place score of any finished chunk's worst list (0: none yet). At least 10
+// elements score ≥ it, so a lower score never reaches the final list, whichever chunks finished first;
+// chunks skip such scores (a fresh chunk would otherwise scan about half its blocks to fill its own list).
+// The final list is the same for any timing: every element of it is still offered in its chunk.
+struct PassShared {
   std::mutex mu;
   std::vector<std::uint64_t> q = std::vector<std::uint64_t>(kQBins, 0);
+  std::atomic<double> worst{0.0};
 };
 
 // Per-block scratch: decoded values (complex: re,im pairs), |a−g|, |g|, score, quantile key.
@@ -519,6 +535,7 @@ inline void prefetch_at(const std::uint8_t* q) {
   _mm_prefetch(reinterpret_cast<const char*>(q + kAhead), _MM_HINT_T0);  // never faults
 }
 struct Load512F32 {
+  static constexpr bool kFloatExact = true;  // values of float range: |a−g| ≤ 2^129
   const std::uint8_t* p;
   __m512d operator()(std::size_t i) const {
     return _mm512_cvtps_pd(_mm256_loadu_ps(reinterpret_cast<const float*>(p + 4 * i)));
@@ -526,6 +543,7 @@ struct Load512F32 {
   void prefetch(std::size_t i) const { prefetch_at(p + 4 * i); }
 };
 struct Load512Bf16 {
+  static constexpr bool kFloatExact = true;
   const std::uint8_t* p;
   void prefetch(std::size_t i) const { prefetch_at(p + 2 * i); }
   __m512d operator()(std::size_t i) const {
@@ -534,6 +552,7 @@ struct Load512Bf16 {
   }
 };
 struct Load512F16 {
+  static constexpr bool kFloatExact = true;
   const std::uint8_t* p;
   void prefetch(std::size_t i) const { prefetch_at(p + 2 * i); }
   __m512d operator()(std::size_t i) const {
@@ -541,11 +560,13 @@ struct Load512F16 {
   }
 };
 struct Load512F64 {
+  static constexpr bool kFloatExact = false;
   const std::uint8_t* p;
   void prefetch(std::size_t i) const { prefetch_at(p + 8 * i); }
   __m512d operator()(std::size_t i) const { return _mm512_loadu_pd(p + 8 * i); }
 };
 struct Load512Decoded {
+  static constexpr bool kFloatExact = false;
   const double* p;
   void prefetch(std::size_t) const {}
   __m512d operator()(std::size_t i) const { return _mm512_loadu_pd(p + i); }
@@ -580,6 +601,7 @@ inline __m512i decade8_512(__m512d d, __mmask8 pos) {
 template <Method M, bool kFirst, typename Load>
 bool fused_block512(const Load& la, const Load& lg, std::size_t n, const FloatParams& p, Scratch& w,
                     FusedOut& o) {
+  constexpr bool kSumProbe = M == Method::stat_rel_err && Load::kFloatExact;
   __m512d probe = _mm512_setzero_pd(), max_d = _mm512_setzero_pd(), max_s = _mm512_setzero_pd(),
           sum = _mm512_setzero_pd();
   __m256 max_sf = _mm256_setzero_ps();
@@ -596,7 +618,9 @@ bool fused_block512(const Load& la, const Load& lg, std::size_t n, const FloatPa
     __m256 sf = _mm256_setzero_ps();
     const __m512d a = la(i), g = lg(i);
     const __m512d d = _mm512_andnot_pd(sign, _mm512_sub_pd(a, g)), ga = _mm512_andnot_pd(sign, g);
-    probe = _mm512_add_pd(probe, d);  // not finite iff some d is NaN or inf (or the sum overflows)
+    // not finite iff some d is NaN or inf (or the sum overflows). stat_rel_err on float-exact values needs
+    // no probe: every rel is < 2^153 then, so its sum is finite iff every d is (a NaN/inf d gives NaN/inf).
+    if constexpr (!kSumProbe) probe = _mm512_add_pd(probe, d);
     const __mmask8 pos = _mm512_cmp_pd_mask(d, _mm512_setzero_pd(), _CMP_GT_OQ);
     if constexpr (M == Method::mixed) {
       // the generic pass's expression (so the compiler contracts it the same way)
@@ -657,7 +681,7 @@ bool fused_block512(const Load& la, const Load& lg, std::size_t n, const FloatPa
     _mm_storel_epi64(reinterpret_cast<__m128i*>(w.bucket + i), _mm512_cvtepi64_epi8(b0));
     if constexpr (M == Method::mixed) bins16(i, _mm512_insertf32x8(_mm512_setzero_ps(), s0, 0));
   }
-  if (!std::isfinite(_mm512_reduce_add_pd(probe))) return false;
+  if (!std::isfinite(_mm512_reduce_add_pd(kSumProbe ? sum : probe))) return false;
   if constexpr (M == Method::mixed) {
     o.nq = nq;
     o.pass = _mm512_reduce_add_epi64(cnt);
@@ -780,7 +804,7 @@ bool fused_mixed32(const Load la, const Load lg, std::size_t n, const FloatParam
   const v8d vr64 = p.rtol - v8d{}, va64 = p.atol - v8d{};
   __m512 max_d = zero, max_s = zero;
   __mmask16 nan_seen = 0;
-  __m512i cnt = _mm512_setzero_si512();
+  std::int64_t cnt = 0;  // a scalar popcount: the vector ports are the bottleneck here
   std::size_t nq = 0;
   auto step = [&](std::size_t i, __m512 a, __m512 g, __mmask16 valid) __attribute__((always_inline)) {
     const __m512 d = _mm512_abs_ps(_mm512_sub_ps(a, g)), ga = _mm512_abs_ps(g);
@@ -820,7 +844,7 @@ bool fused_mixed32(const Load la, const Load lg, std::size_t n, const FloatParam
       pass = pass64;
       b = _mm512_inserti64x4(_mm512_castsi256_si512(b64[0]), b64[1], 1);
     }
-    cnt = _mm512_mask_add_epi32(cnt, pass & valid, cnt, one);
+    cnt += std::popcount(static_cast<unsigned>(pass & valid));
     const __m512 s = _mm512_maskz_div_ps(pos, d, t);
     max_s = _mm512_max_ps(max_s, s);
     max_d = _mm512_max_ps(max_d, d);
@@ -850,7 +874,7 @@ bool fused_mixed32(const Load la, const Load lg, std::size_t n, const FloatParam
   const float bmax = _mm512_reduce_max_ps(max_d);
   if (nan_seen || !(bmax <= std::numeric_limits<float>::max())) return false;
   o.nq = nq;
-  o.pass = _mm512_reduce_add_epi32(cnt);
+  o.pass = cnt;
   o.float_scores = o.wide_keys = true;
   o.max_s = v8d{} + _mm512_reduce_max_ps(max_s);
   o.max_d = v8d{};
@@ -1047,7 +1071,7 @@ bool fused_dispatch(const Tensor& ta, const Tensor& tg, std::size_t blk, std::si
 }
 
 void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatParams& p, std::size_t begin,
-               std::size_t end, SharedQHist* shared_q) {
+               std::size_t end, PassShared* shared_q) {
   Scratch w;  // ~64 KiB on the stack
   v64u8 byte_cnt[kHistBins] = {};
   int blocks_since_flush = 0;
@@ -1059,10 +1083,10 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
   // it and only counted). The chunk's histogram is then exact from that bin (q_floor) up, everything below
   // it is in bin 0; compare_float redoes the pass without this when the answer lies below the floor.
   int q_from = 1;
-  // Sparse 16-bit screening (fused_dispatch): after a block that was not sparse, the next kSparseRetry
-  // blocks skip the screen (it costs ~0.15 ns per element on dense data). Any choice gives the same figures.
-  constexpr int kSparseRetry = 15;
-  int sparse_wait = 0;
+  // Sparse 16-bit screening (fused_dispatch): after a block that was not sparse, the next blocks skip the
+  // screen (it costs ~0.15 ns per element on dense data): 15, then 31, then 63 while the data stays dense.
+  // Any choice gives the same figures.
+  int sparse_wait = 0, sparse_backoff = 8;
   const double rtol = p.rtol, atol = p.atol;
   const bool fusable = !p.complex && (p.method == Method::mixed || p.method == Method::stat_rel_err) &&
                        p.path != FloatPath::general;
@@ -1082,9 +1106,11 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
         (p.method == Method::mixed ? fused_dispatch<Method::mixed>(ta, tg, blk, n, p, w, fo)
                                    : fused_dispatch<Method::stat_rel_err>(ta, tg, blk, n, p, w, fo));
     if (fo.dense)
-      sparse_wait = kSparseRetry;
+      sparse_backoff = std::min(2 * sparse_backoff, 64), sparse_wait = sparse_backoff - 1;
     else if (sparse_wait > 0)
       --sparse_wait;
+    else
+      sparse_backoff = 8;  // screened and sparse (or not a 16-bit pair)
     if (fused) {
       max_d = fo.max_d, max_s = fo.max_s;
       if (p.method == Method::mixed) {
@@ -1222,11 +1248,13 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
     }
     // Worst elements: only scan a block whose best score can enter the list.
     // The scan tests 8 scores per step against a threshold held in a register.
-    if (hmax(max_s) > acc.top.threshold()) {
+    // Scores equal to the shared floor can still win a tie on the index: only those below it are skipped.
+    const double floor = std::nextafter(shared_q->worst.load(std::memory_order_relaxed), 0.0);
+    if (hmax(max_s) > std::max(acc.top.threshold(), floor)) {
       if (fused && fo.float_scores)
-        offer_worst(acc.top, w.sf, ns, nps, blk, map);
+        offer_worst(acc.top, w.sf, ns, nps, blk, map, floor);
       else
-        offer_worst(acc.top, w.s, ns, nps, blk, map);
+        offer_worst(acc.top, w.s, ns, nps, blk, map, floor);
     }
 
     // |a−g| decade histogram: bucket indices as bytes (vectorised), then counted per bucket with byte
@@ -1259,6 +1287,12 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
     }
   }
   flush_bytes(byte_cnt, acc.hist);
+  if (acc.top.count == kWorst) {
+    const double tenth = acc.top.items[kWorst - 1].score;
+    double cur = shared_q->worst.load(std::memory_order_relaxed);
+    while (tenth > cur && !shared_q->worst.compare_exchange_weak(cur, tenth, std::memory_order_relaxed)) {
+    }
+  }
   if (p.want_quantiles) {
     // uint32 sums wrap back to the true counts (< 2^32); bins [1, q_from) are folded into bin 0
     std::uint32_t q[kQBins];
@@ -1308,7 +1342,7 @@ FloatAcc float_pass(const Tensor& ta, const Tensor& tg, Method m, const Toleranc
   KC_ASSERT(ta.bytes.size() >= storage_bytes(ta.dtype, n) && tg.bytes.size() >= storage_bytes(tg.dtype, n) &&
                 is_complex(ta.dtype) == is_complex(tg.dtype),
             "compare_float: tensors shorter than their {} elements or complex against real", n);
-  SharedQHist shared_q;
+  PassShared shared_q;
   FloatAcc acc = parallel_reduce<FloatAcc>(n, kChunk, [&](FloatAcc& part, std::size_t b, std::size_t e) {
     run_chunk(part, ta, tg, p, b, e, &shared_q);
   });

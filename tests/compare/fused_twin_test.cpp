@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -351,6 +352,55 @@ TEST(FusedTwin, LazyMinPassingEqualsTheFullHistogramsEvenWhenItNeedsTheSecondPas
     const std::string expect_prefix = fmt::format("rtol and atol scaled by {:.4g} ", want);
     EXPECT_EQ(res.min_passing.substr(0, expect_prefix.size()), expect_prefix) << res.min_passing;
   }
+  set_thread_count(0);
+}
+
+// The worst list with equal scores spread over chunks, against a full sort (score down, index up): chunks
+// skip scores below the largest 10th place of the chunks already finished, so an equal score at a lower
+// index in a chunk that finishes later must still get in. Chunk 2 is slow (an equal NaN pair in every
+// block sends each block to the general path) and ends with 4 tied elements; chunk 3 starts with 12, so
+// with 2 threads (chunks 2 and 3 start together) it often finishes first and publishes the tied score as
+// its 10th place while chunk 2 is still running.
+TEST(FusedTwin, WorstListWithTiesAcrossChunksMatchesAFullSort) {
+  const std::size_t n = 6 * 65536;
+  std::mt19937_64 rng(77);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<double> av(n), gv(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    gv[i] = static_cast<float>(1 + 0.5 * u(rng));
+    av[i] = static_cast<float>(gv[i] * (1 + 1e-3 * (u(rng) - 0.5)));
+  }
+  for (std::size_t b = 128; b < 192; ++b) av[1024 * b + 100] = gv[1024 * b + 100] = kNaN;  // chunk 2: slow
+  std::vector<std::size_t> ties = {3 * 65536 - 6, 3 * 65536 - 5, 3 * 65536 - 4, 3 * 65536 - 3};
+  for (std::size_t i = 0; i < 12; ++i) ties.push_back(3 * 65536 + i);
+  for (std::size_t i : {270000, 280000, 330000, 390000}) ties.push_back(i);
+  for (std::size_t i : ties) av[i] = 1.5, gv[i] = 1.0;
+  const Tensor a = make(DType::float32, av), g = make(DType::float32, gv);
+  // the reference: stat_rel_err's score |a−g| / (|g| + 1e-7) of every finite pair, fully sorted
+  std::vector<Candidate> all;
+  for (std::size_t i = 0; i < n; ++i)
+    if (std::isfinite(av[i])) all.push_back({std::abs(av[i] - gv[i]) / (std::abs(gv[i]) + 1e-7), i});
+  std::sort(all.begin(), all.end(), [](const Candidate& x, const Candidate& y) {
+    return x.score != y.score ? x.score > y.score : x.index < y.index;
+  });
+  for (int threads : {1, 2, 2, 2, 2, 2, 2, 2, 2})
+    for (FloatPath path : {FloatPath::fastest, FloatPath::generic_fused, FloatPath::general}) {
+      set_thread_count(threads);
+      const FloatPassStats st = float_pass_stats(a, g, Method::stat_rel_err, stat_tol(), path, false);
+      ASSERT_EQ(st.worst.size(), std::size_t{kWorst});
+      for (int k = 0; k < kWorst; ++k) {
+        EXPECT_EQ(st.worst[k].index, all[k].index) << threads << " threads, path " << int(path) << ", " << k;
+        EXPECT_EQ(bits(st.worst[k].score), bits(all[k].score)) << k;
+      }
+      if (path == FloatPath::fastest) {  // mixed: the same list for any thread count (float scores)
+        const FloatPassStats m2 = float_pass_stats(a, g, Method::mixed, mixed_tol(1e-3, 1e-5), path, false);
+        set_thread_count(1);
+        const FloatPassStats m1 = float_pass_stats(a, g, Method::mixed, mixed_tol(1e-3, 1e-5), path, false);
+        expect_same(m2, m1, "mixed, " + std::to_string(threads) + " threads");
+        ASSERT_EQ(m1.worst.size(), std::size_t{kWorst});
+        for (int k = 0; k < kWorst; ++k) EXPECT_EQ(m1.worst[k].index, ties[k]) << k;
+      }
+    }
   set_thread_count(0);
 }
 
