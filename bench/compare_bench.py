@@ -65,8 +65,10 @@ def main():
         eq = (a.view(f"u{a.itemsize}") == g.view(f"u{g.itemsize}")).mean()
         print(f"{name}: {100 * eq:.1f} % of the elements have bitwise-equal codes")
     print("times are process CPU seconds; GB/s = bytes of both tensors per CPU second (per thread);")
-    print("speedup = anchor CPU time / kerncheck mixed CPU time")
-    print(f"{'dtype':9} {'thr':>3} {'what':32} {'cpu s':>9} {'GB/s/thr':>8} {'ours/read':>9} {'speedup':>8}")
+    print("speedup = anchor CPU time / kerncheck mixed CPU time; wall/read = the same ratio from wall time")
+    print("(trust it on an idle machine); scale = wall time at 1 thread / wall time at thr threads")
+    print(f"{'dtype':9} {'thr':>3} {'what':32} {'cpu s':>9} {'GB/s/thr':>8} {'ours/read':>9} {'wall/read':>9} "
+          f"{'scale':>6} {'speedup':>8}")
     for name, (a, g) in pairs.items():
         nbytes = a.nbytes + g.nbytes
         for t in [int(x) for x in args.threads.split(",")]:
@@ -91,15 +93,19 @@ def main():
                     except AssertionError:
                         pass
                 anchors[f"torch.testing.assert_close"] = best_of(tc, args.repeat)
+            def scale(r):
+                one = [o for o in ours if o["dtype"] == name and o["threads"] == 1 and o["method"] == r["method"]]
+                return f"{one[0]['seconds'] / r['seconds']:6.2f}" if one else f"{'':6}"
             print(f"{name:9} {t:>3} {'plain read (sum of both buffers)':32} {read['cpu_seconds']:9.4f} "
-                  f"{read['gbps_per_thread']:8.2f}")
+                  f"{read['gbps_per_thread']:8.2f} {'':9} {'':9} {scale(read)}")
             for r in rows:
                 if r["method"] == "read":
                     continue
                 print(f"{name:9} {t:>3} {'kerncheck ' + r['method']:32} {r['cpu_seconds']:9.4f} "
-                      f"{r['gbps_per_thread']:8.2f} {r['ratio_to_read']:9.3f}")
+                      f"{r['gbps_per_thread']:8.2f} {r['ratio_to_read']:9.3f} "
+                      f"{read['seconds'] / r['seconds']:9.3f} {scale(r)}")
             for k, s in anchors.items():
-                print(f"{name:9} {t:>3} {k:32} {s:9.4f} {nbytes / s / 1e9:8.2f} {'':9} "
+                print(f"{name:9} {t:>3} {k:32} {s:9.4f} {nbytes / s / 1e9:8.2f} {'':9} {'':9} {'':6} "
                       f"{s / mixed['cpu_seconds']:7.1f}x")
     return 0
 
