@@ -27,6 +27,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -100,11 +101,15 @@ class SplitXxh3 {
   ~SplitXxh3();
   SplitXxh3(const SplitXxh3&) = delete;
   SplitXxh3& operator=(const SplitXxh3&) = delete;
-  void add_rows(std::size_t part, std::int64_t begin, std::int64_t end);
+  // progress (optional) is called with r after the range's bytes up to row r were hashed, every ~8 kB and
+  // last with `end`: a caller that checks rows [previous r, r) then reads them while they are in L1.
+  void add_rows(std::size_t part, std::int64_t begin, std::int64_t end,
+                const std::function<void(std::int64_t)>& progress = {});
   std::uint64_t digest();
 
  private:
-  void add_range(std::size_t part, std::uint64_t start, std::uint64_t end);
+  void add_range(std::size_t part, std::uint64_t start, std::uint64_t end,
+                 const std::function<void(std::int64_t)>* progress);
   void copy_stream(std::uint64_t off, std::uint8_t* dst, std::size_t len) const;
   std::vector<std::span<const std::uint8_t>> parts_;
   std::vector<std::uint64_t> offset_, width_;

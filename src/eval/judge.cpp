@@ -4,6 +4,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 #include <memory>
 #include <numeric>
 #include <span>
@@ -12,6 +15,12 @@
 #include "core/parallel.h"
 #include "io/safetensors.h"
 #include "metrics/fastmath.h"
+
+// The per-position loops are plain loops that GCC vectorises; it picks 256-bit vectors on this CPU by
+// default (-mprefer-vector-width=256), half the lanes AVX-512 has for them.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+#pragma GCC target("prefer-vector-width=512")
+#endif
 
 namespace kc {
 
@@ -171,7 +180,23 @@ WorstPosition worst_detail(const Golden& g, const CandidateArrays& a, std::int64
 // each group of kCheckRows positions is hashed and checked right before it is scored, while it is in cache;
 // the unchecked rows are only read within bounds here (segment and phase are clamped) and nothing is
 // reported before the checks finish.
-constexpr std::size_t kCheckRows = 8192;  // ~580 kB of both files at k = 20: stays in L2
+constexpr std::size_t kCheckRows = 2048;  // ~570 kB of both files at k = 20 (279 B a position): stays in L2
+
+// Element j of n rows of k 4-byte elements (row t at p + t·k; here the reference top-1 ids when the golden
+// was read without Golden::top1): one AVX-512 gather per 16 rows where the build has it (GCC's cost model
+// will not emit gathers for this strided loop, and its scalar loads were a tenth of the per-position work).
+template <typename T>
+inline void strided_column(const T* p, std::int64_t k, int n, T* out) {
+  static_assert(sizeof(T) == 4);
+  int t = 0;
+#ifdef __AVX512F__
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int>(k)));  // k ≤ 4096
+  for (; t + 16 <= n; t += 16) _mm512_storeu_si512(out + t, _mm512_i32gather_epi32(idx, p + t * k, 4));
+#endif
+  for (; t < n; ++t) out[t] = p[t * k];
+}
 
 void accumulate_blocks(const Golden& g, const CandidateArrays& a, const std::vector<std::uint8_t>& seg_domain,
                        std::int64_t begin, std::size_t b, std::size_t e, std::uint64_t sample_cut,
@@ -195,14 +220,20 @@ void accumulate_blocks(const Golden& g, const CandidateArrays& a, const std::vec
     B.n = n;
     B.position0 = g0;
     RowScores rs;
+    alignas(64) std::int32_t ref1[PositionBlock::kMax];  // golden top-1 ids when g.top1 is empty
     for (int r0 = 0; r0 < n; r0 += kScoreRows) {
       const int rows = std::min(kScoreRows, n - r0);
       // The gathers of score_topk_rows wait for 16 rows at once: fetch the rows two groups ahead.
-      if (const std::size_t ahead = i0 + r0 + 2 * kScoreRows; ahead + kScoreRows <= e)
+      if (const std::size_t ahead = i0 + r0 + 2 * kScoreRows; ahead + kScoreRows <= e) {
         for (int off = 0; off < kScoreRows * k; off += 16) {
           __builtin_prefetch(glp + (begin + static_cast<std::int64_t>(ahead)) * k + off);
           __builtin_prefetch(clp + ahead * k + off);
         }
+        if (g.top1.empty())  // the reference top-1 ids (the flips below)
+          for (int r = 0; r < kScoreRows; ++r)
+            __builtin_prefetch(g.a.top_ids.data() + (begin + static_cast<std::int64_t>(ahead) + r) * k);
+      }
+      if (g.top1.empty()) strided_column(g.a.top_ids.data() + (g0 + r0) * k, k, rows, ref1 + r0);
       score_topk_rows(glp + (g0 + r0) * k, &g.a.other_logprob[g0 + r0], clp + (i0 + r0) * k,
                       &a.other_logprob[i0 + r0], k, rows, rs);
       for (int r = 0; r < rows; ++r) {
@@ -210,10 +241,12 @@ void accumulate_blocks(const Golden& g, const CandidateArrays& a, const std::vec
         B.sigma2[r0 + r] = rs.sigma2[r];
         B.mass[r0 + r] = rs.mass[r];
         B.clamped[r0 + r] = rs.q_other_clamped[r];
+        // k = 1 has no second log-prob: the margin is unknown (NaN counts as a tie).
+        B.margin[r0 + r] = k >= 2 ? static_cast<double>(rs.lp0[r]) - static_cast<double>(rs.lp1[r])
+                                  : static_cast<double>(NAN);
       }
     }
     // Per-position fields in plain loops (each one vectorised).
-    const std::int32_t* ids = g.a.top_ids.data();
     const std::int32_t* seg = g.a.segment.data() + g0;
     const std::uint8_t* ph = g.a.phase.data() + g0;
     const std::int32_t* dep = g.a.depth.data() + g0;
@@ -235,15 +268,7 @@ void accumulate_blocks(const Golden& g, const CandidateArrays& a, const std::vec
       const std::int32_t* r1 = g.top1.data() + g0;
       for (int t = 0; t < n; ++t) B.flip[t] = c1[t] != r1[t];
     } else {
-      for (int t = 0; t < n; ++t) B.flip[t] = c1[t] != ids[(g0 + t) * k];
-    }
-    // k = 1 has no second log-prob: the margin is unknown (NaN counts as a tie).
-    if (k >= 2) {
-      const float* l0 = glp + g0 * k;
-      for (int t = 0; t < n; ++t)
-        B.margin[t] = static_cast<double>(l0[t * k]) - static_cast<double>(l0[t * k + 1]);
-    } else {
-      for (int t = 0; t < n; ++t) B.margin[t] = NAN;
+      for (int t = 0; t < n; ++t) B.flip[t] = c1[t] != ref1[t];
     }
     // Token log-probs: the two f64 exps in plain loops (vectorised), then the selection.
     const float* tcp = a.token_logprob.data() + i0;
@@ -264,7 +289,10 @@ void accumulate_blocks(const Golden& g, const CandidateArrays& a, const std::vec
     acc.add_block(B);
     // Worst positions: a full list only takes KL ≥ its last entry's (a cheap test per position).
     double worst_min = acc.worst.size() < JudgeAccumulator::kWorst ? -INFINITY : acc.worst.back().kl;
-    for (int t = 0; t < n; ++t) {
+    // Most blocks hold no candidate once the list is full: test the whole block first (a vector loop).
+    bool any = worst_min == -INFINITY;
+    for (int t = 0; t < n; ++t) any |= !B.finite[t] | (B.kl[t] >= worst_min);
+    for (int t = 0; any && t < n; ++t) {
       const std::int64_t gi = g0 + t;
       const double wkl = B.finite[t] ? B.kl[t] : INFINITY;
       if (!(wkl >= worst_min) || !acc.wants_worst(wkl, gi)) continue;
@@ -480,11 +508,44 @@ std::vector<double> quantiles(const Parts& parts, std::initializer_list<double> 
     }
   }
   std::vector<std::vector<std::uint32_t>> bins(bin_below.size());
-  for (auto& p : parts)
-    for (float x : p) {
-      std::uint32_t key = f32_key(x);
-      if (std::int32_t sl = slot[key >> 16]; sl >= 0) bins[sl].push_back(key);
-    }
+  // The wanted bins are few (≤ 2 per quantile): a vectorised pass flags the values in any of them by
+  // comparing against each (no table lookup per value), and only the flagged ones are read again.
+  constexpr int kWant = 8;
+  if (bin_below.size() <= static_cast<std::size_t>(kWant)) {
+    std::uint32_t want[kWant];
+    int nw = 0;
+    for (int bin = 0; bin < kBins; ++bin)
+      if (slot[bin] >= 0) want[nw++] = static_cast<std::uint32_t>(bin);
+    for (int w = nw; w < kWant; ++w) want[w] = want[0];
+    constexpr std::size_t kChunk = 2048;
+    alignas(64) std::uint8_t hit[kChunk];
+    for (auto& p : parts)
+      for (std::size_t c0 = 0; c0 < p.size(); c0 += kChunk) {
+        const std::size_t len = std::min(kChunk, p.size() - c0);
+        const float* x = p.data() + c0;
+        for (std::size_t j = 0; j < len; ++j) {
+          const std::uint32_t kb = f32_key(x[j]) >> 16;
+          std::uint8_t h = 0;
+          for (int w = 0; w < kWant; ++w) h |= kb == want[w];
+          hit[j] = h;
+        }
+        for (std::size_t j = 0; j < len; j += 8) {
+          std::uint64_t word = 0;
+          std::memcpy(&word, hit + j, std::min<std::size_t>(8, len - j));
+          for (; word; word &= word - 1) {
+            const std::size_t t = j + static_cast<std::size_t>(std::countr_zero(word)) / 8;
+            const std::uint32_t key = f32_key(x[t]);
+            bins[slot[key >> 16]].push_back(key);
+          }
+        }
+      }
+  } else {
+    for (auto& p : parts)
+      for (float x : p) {
+        std::uint32_t key = f32_key(x);
+        if (std::int32_t sl = slot[key >> 16]; sl >= 0) bins[sl].push_back(key);
+      }
+  }
   for (auto& b : bins) std::sort(b.begin(), b.end());  // small unless the values pile up in one bin
   auto at = [&](std::size_t i) -> double {
     int sl = rank_slot[i];

@@ -135,6 +135,10 @@ struct JudgeAccumulator {
   std::vector<CellStats> cells;                               // domains.size() × kCellsPerDomain
   std::array<std::uint64_t, kFineMarginBins> fine_n{}, fine_flips{};
   std::array<ExactSum, kFineMarginBins> fine_margin_sum{};
+  // add_block's exact fixed-point form of fine_margin_sum for bins 2 … kFineMarginBins − 2, whose margins
+  // share one binary exponent each: Σ of the 53-bit significands (an integer, no rounding, cheaper than a
+  // double-double add). finish_blocks() adds it into fine_margin_sum and clears it.
+  std::vector<unsigned __int128> fine_margin_fixed;
   std::vector<ExactSum> segment_kl;  // per segment: Σ KL (finite)
   std::vector<std::uint64_t> segment_n;
   std::vector<WorstPosition> worst;  // sorted by KL desc, then position asc; ≤ kWorst

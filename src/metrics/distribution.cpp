@@ -1,9 +1,11 @@
 #include "metrics/distribution.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "metrics/fastmath.h"
 
@@ -63,6 +65,37 @@ inline V16f exp16(V16f x) {
   return x != x ? x : y;
 }
 
+// exp16 for the reference log-probs, which the golden's checks bound to ≤ 10⁻³ (rows that fail them are
+// refused, so their values do not matter; NaN and x > 88 give some finite value here): the same arithmetic,
+// so the same results on every valid x (−inf included: 0), without exp16's overflow and NaN selects.
+inline V16f exp16_le0(V16f x) {
+  const float hi = 88.0f, lo = -87.3f;
+#if defined(__AVX512F__)
+  static_assert(sizeof(V16f) == sizeof(__m512));
+  // vmaxps/vminps are exactly `a > b ? a : b` / `a < b ? a : b` (GCC does not match the selects to them).
+  V16f xc = reinterpret_cast<V16f>(
+      _mm512_min_ps(_mm512_max_ps(reinterpret_cast<__m512>(x), _mm512_set1_ps(lo)), _mm512_set1_ps(hi)));
+#else
+  V16f xc = x > lo ? x : V16f{} + lo;  // NaN → lo
+  xc = xc < hi ? xc : V16f{} + hi;
+#endif
+  const float magic = 12582912.0f;
+  V16f t = xc * 1.44269504088896341f + magic;
+  V16f n = t - magic;
+  V16f r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  V16f p = V16f{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  V16i ni = __builtin_convertvector(n, V16i);
+  V16f y = p * reinterpret_cast<V16f>((ni + 127) << 23);
+  return x < lo ? V16f{} : y;
+}
+
 // Column j of `rows` rows with stride k; missing rows read as `pad`.
 struct Columns {
 #ifdef __AVX512F__
@@ -98,32 +131,53 @@ void score_topk_rows(const float* lp, const float* lp_other, const float* lq, co
   // halves the rounding chain. δ is taken relative to δ_0 (the variance does not change; the normalisation
   // shift between the two rows no longer cancels in Σδ² − (Σδ)²/k). Padded rows: p = q = δ = 0.
   V16f kl0{}, kl1{}, mass{}, q0{}, q1{}, e0{}, e1{}, s0{}, s1{};
-  V16i bad{};
-  const V16f shift = col.get(lq, 0, -200.0f) - col.get(lp, 0, -200.0f);
-  // Column j into the even (j even) or odd accumulators; the loop below takes j in pairs (no branch on j).
-  auto column = [&](int j, V16f& kl_acc, V16f& e_acc, V16f& s_acc, V16f& q_acc) {
-    const V16f a = col.get(lp, j, -200.0f), b = col.get(lq, j, -200.0f);
-    const V16f p = exp16(a);
-    const V16f dd = b - a;
-    // p·(lp − lq) with 0·x = 0 (p = 0 where lp = −inf): zero δ by a bit mask, which stays branch-free.
-    const V16f dk = reinterpret_cast<V16f>(reinterpret_cast<V16i>(dd) & (p > 0.0f));
-    const V16f e = dd - shift;
-    kl_acc -= p * dk;
-    e_acc += e;
-    s_acc += e * e;
-    mass += p;
-    if (need_q) q_acc += exp16(b);
-    bad |= (dd - dd) != (dd - dd);  // δ is ±inf or NaN
+  const V16f a0 = col.get(lp, 0, -200.0f), b0 = col.get(lq, 0, -200.0f);
+  const V16f shift = b0 - a0;
+  std::memcpy(out.lp0, &a0, sizeof out.lp0);
+  // Column j (its two gathers a, b) into the even (j even) or odd accumulators; the loop below takes j in
+  // pairs (no branch on j). NeedQ as a template argument keeps the loop free of the test (and of spills).
+  auto sums = [&](auto need_q_c) {
+    constexpr bool kNeedQ = decltype(need_q_c)::value;
+    auto column = [&](const V16f a, const V16f b, V16f& kl_acc, V16f& e_acc, V16f& s_acc, V16f& q_acc) {
+      const V16f p = exp16_le0(a);
+      const V16f dd = b - a;
+      // p·(lp − lq) with 0·x = 0 (p = 0 where lp = −inf): zero δ by a bit mask, which stays branch-free.
+      const V16f dk = reinterpret_cast<V16f>(reinterpret_cast<V16i>(dd) & (p > 0.0f));
+      const V16f e = dd - shift;
+      kl_acc -= p * dk;
+      e_acc += e;
+      s_acc += e * e;
+      mass += p;
+      if constexpr (kNeedQ) q_acc += exp16(b);
+      // No separate test for a δ that is ±inf or NaN: it makes Σe or Σe² ±inf or NaN (nothing brings a
+      // sum back from ±inf), and then the variance below is NaN (inf − inf or NaN), as it must be.
+    };
+    int j = 0;
+    if (k >= 2) {
+      const V16f a1 = col.get(lp, 1, -200.0f);
+      std::memcpy(out.lp1, &a1, sizeof out.lp1);
+      column(a0, b0, kl0, e0, s0, q0);
+      column(a1, col.get(lq, 1, -200.0f), kl1, e1, s1, q1);
+      j = 2;
+    }
+    for (; j + 1 < k; j += 2) {
+      column(col.get(lp, j, -200.0f), col.get(lq, j, -200.0f), kl0, e0, s0, q0);
+      column(col.get(lp, j + 1, -200.0f), col.get(lq, j + 1, -200.0f), kl1, e1, s1, q1);
+    }
+    if (j < k) {
+      if (j == 0)
+        column(a0, b0, kl0, e0, s0, q0);
+      else
+        column(col.get(lp, j, -200.0f), col.get(lq, j, -200.0f), kl0, e0, s0, q0);
+    }
   };
-  int j = 0;
-  for (; j + 1 < k; j += 2) {
-    column(j, kl0, e0, s0, q0);
-    column(j + 1, kl1, e1, s1, q1);
-  }
-  if (j < k) column(j, kl0, e0, s0, q0);
+  if (k < 2) std::fill(out.lp1, out.lp1 + R, NAN);  // no second log-prob
+  if (need_q)
+    sums(std::true_type{});
+  else
+    sums(std::false_type{});
   // The f64 part on all 16 lanes in plain loops (vectorised; padded rows repeat row 0's tail masses).
   alignas(64) float k0[R], k1[R], ms[R], se0[R], se1[R], ss0[R], ss1[R];
-  alignas(64) std::int32_t bd[R];
   std::memcpy(k0, &kl0, sizeof k0);
   std::memcpy(k1, &kl1, sizeof k1);
   std::memcpy(ms, &mass, sizeof ms);
@@ -131,7 +185,6 @@ void score_topk_rows(const float* lp, const float* lp_other, const float* lq, co
   std::memcpy(se1, &e1, sizeof se1);
   std::memcpy(ss0, &s0, sizeof ss0);
   std::memcpy(ss1, &s1, sizeof ss1);
-  std::memcpy(bd, &bad, sizeof bd);
   alignas(64) double lpo[R], lqo[R];
   for (int r = 0; r < R; ++r) {
     lpo[r] = lp_other[r < rows ? r : 0];
@@ -150,7 +203,7 @@ void score_topk_rows(const float* lp, const float* lp_other, const float* lq, co
     const double sd2 = static_cast<double>(ss0[r]) + static_cast<double>(ss1[r]);
     const double v = (sd2 - sd * sd / kk) / (kk - 1);
     const double v0 = v < 0 ? 0.0 : v;
-    out.sigma2[r] = var_ok & (bd[r] == 0) ? v0 : NAN;
+    out.sigma2[r] = var_ok ? v0 : NAN;
     out.q_other_clamped[r] = false;
   }
   if (!need_q) return;

@@ -52,6 +52,7 @@ inline constexpr int kScoreRows = 16;
 struct RowScores {
   double kl[kScoreRows], sigma2[kScoreRows], mass[kScoreRows];
   bool q_other_clamped[kScoreRows];
+  float lp0[kScoreRows], lp1[kScoreRows];  // the rows' first two reference log-probs (lp1: k ≥ 2)
 };
 void score_topk_rows(const float* lp, const float* lp_other, const float* lq, const float* lq_other, int k,
                      int rows, RowScores& out);
