@@ -817,13 +817,19 @@ namespace {
 // Maps every page of a file mapping up front (MADV_POPULATE_READ, Linux 5.14): the readers touch every byte
 // anyway, and one call maps the page cache's large folios for a fraction of the cost of ~1 fault per 64 kB.
 // Best effort: an older kernel (EINVAL) or a failure leaves the pages to be faulted in as before.
+// In page-aligned pieces on every thread: one serial call over a 0.5 GB pair of files was ~30 ms of a
+// 16-thread `kerncheck test` that otherwise takes ~60 ms.
 void populate(std::span<const std::uint8_t> bytes) {
 #ifdef __linux__
   constexpr int kPopulateRead = 22;  // MADV_POPULATE_READ, absent from older headers
-  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   const auto a = reinterpret_cast<std::uintptr_t>(bytes.data());
   if (bytes.size() < (std::size_t{1} << 20) || page == 0 || a % page) return;
-  (void)madvise(reinterpret_cast<void*>(a), bytes.size(), kPopulateRead);
+  const std::size_t piece = std::max<std::size_t>(
+      std::size_t{8} << 20, (bytes.size() / (4 * static_cast<std::size_t>(thread_count())) + page - 1) / page * page);
+  parallel_for(bytes.size(), piece, [&](std::size_t, std::size_t b, std::size_t e) {
+    (void)madvise(reinterpret_cast<void*>(a + b), e - b, kPopulateRead);
+  });
 #else
   (void)bytes;
 #endif
