@@ -41,11 +41,8 @@ inline double other_term(double p_o, double lp_o, double ln_q_o) {
 typedef float V16f __attribute__((vector_size(4 * kScoreRows)));
 typedef std::int32_t V16i __attribute__((vector_size(4 * kScoreRows)));
 
-// fastmath::exp_f32 on every lane: the same operations, so the same results.
-inline V16f exp16(V16f x) {
-  const float hi = 88.0f, lo = -87.3f;
-  V16f xc = x < lo ? V16f{} + lo : x;
-  xc = xc > hi ? V16f{} + hi : xc;
+// fastmath::exp_f32's reduction, polynomial and scaling on lanes already clamped to [−87.3, 88].
+inline V16f exp16_clamped(V16f xc) {
   const float magic = 12582912.0f;
   V16f t = xc * 1.44269504088896341f + magic;
   V16f n = t - magic;
@@ -59,9 +56,17 @@ inline V16f exp16(V16f x) {
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
   V16i ni = __builtin_convertvector(n, V16i);
-  V16f y = p * reinterpret_cast<V16f>((ni + 127) << 23);
-  y = x < lo ? V16f{} : y;
-  y = x > hi ? V16f{} + std::numeric_limits<float>::infinity() : y;
+  return p * reinterpret_cast<V16f>((ni + 127) << 23);
+}
+constexpr float kExpHi = 88.0f, kExpLo = -87.3f;
+
+// fastmath::exp_f32 on every lane: the same operations, so the same results.
+inline V16f exp16(V16f x) {
+  V16f xc = x < kExpLo ? V16f{} + kExpLo : x;
+  xc = xc > kExpHi ? V16f{} + kExpHi : xc;
+  V16f y = exp16_clamped(xc);
+  y = x < kExpLo ? V16f{} : y;
+  y = x > kExpHi ? V16f{} + std::numeric_limits<float>::infinity() : y;
   return x != x ? x : y;
 }
 
@@ -69,31 +74,16 @@ inline V16f exp16(V16f x) {
 // refused, so their values do not matter; NaN and x > 88 give some finite value here): the same arithmetic,
 // so the same results on every valid x (−inf included: 0), without exp16's overflow and NaN selects.
 inline V16f exp16_le0(V16f x) {
-  const float hi = 88.0f, lo = -87.3f;
 #if defined(__AVX512F__)
   static_assert(sizeof(V16f) == sizeof(__m512));
   // vmaxps/vminps are exactly `a > b ? a : b` / `a < b ? a : b` (GCC does not match the selects to them).
-  V16f xc = reinterpret_cast<V16f>(
-      _mm512_min_ps(_mm512_max_ps(reinterpret_cast<__m512>(x), _mm512_set1_ps(lo)), _mm512_set1_ps(hi)));
+  V16f xc = reinterpret_cast<V16f>(_mm512_min_ps(
+      _mm512_max_ps(reinterpret_cast<__m512>(x), _mm512_set1_ps(kExpLo)), _mm512_set1_ps(kExpHi)));
 #else
-  V16f xc = x > lo ? x : V16f{} + lo;  // NaN → lo
-  xc = xc < hi ? xc : V16f{} + hi;
+  V16f xc = x > kExpLo ? x : V16f{} + kExpLo;  // NaN → lo
+  xc = xc < kExpHi ? xc : V16f{} + kExpHi;
 #endif
-  const float magic = 12582912.0f;
-  V16f t = xc * 1.44269504088896341f + magic;
-  V16f n = t - magic;
-  V16f r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  V16f p = V16f{} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  V16i ni = __builtin_convertvector(n, V16i);
-  V16f y = p * reinterpret_cast<V16f>((ni + 127) << 23);
-  return x < lo ? V16f{} : y;
+  return x < kExpLo ? V16f{} : exp16_clamped(xc);
 }
 
 // Column j of `rows` rows with stride k; missing rows read as `pad`.
