@@ -494,7 +494,7 @@ Candidate candidate_from(const SafetensorsFile& f, std::shared_ptr<const void> o
     auto all_ok = [&](std::int64_t b, std::int64_t e) {
       bool bad = false;
       for (std::int64_t i = b; i < e; ++i)
-        bad |= ((a.top1_id[i] < 0) & ((a.flags[i] & kFlagsBroken) == 0)) | (a.top1_id[i] >= vocab);
+        bad |= (int{a.top1_id[i] < 0} & int{(a.flags[i] & kFlagsBroken) == 0}) | int{a.top1_id[i] >= vocab};
       if (!a.covered.empty())
         for (std::int64_t t = b * k; t < e * k; ++t) bad |= a.covered[t] > 1;
       return !bad;
