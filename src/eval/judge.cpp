@@ -643,27 +643,52 @@ RunSummary summarize(const JudgeAccumulator& acc, const std::string& path, doubl
   Parts all_kl, all_full;
   std::vector<Parts> dom_kl(nd), dom_full(nd), phase_kl(kPhases), phase_full(kPhases),
       depth_kl(kDepthBuckets), depth_full(kDepthBuckets);
-  // Each cell's KL values are histogrammed once; its four splits (overall, domain, phase, depth) add the
-  // histograms up instead of reading the values again.
+  // Each cell's KL values are histogrammed once (in parallel over cells); its four splits (overall,
+  // domain, phase, depth) add the histograms up instead of reading the values again.
   std::vector<std::vector<std::uint32_t>> hists(acc.cells.size());
+  parallel_for(acc.cells.size(), 1, [&](std::size_t, std::size_t b, std::size_t) {
+    const std::vector<float>& kv = acc.cells[b].kl_values;
+    if (!acc.cells[b].n || kv.empty() || kv.size() >= (std::size_t{1} << 32)) return;
+    hists[b].assign(kKeyBins, 0);
+    for (float x : kv) ++hists[b][f32_key(x) >> 16];
+  });
   for (int d = 0; d < nd; ++d)
     for (int b = 0; b < kDepthBuckets; ++b)
       for (int p = 0; p < kPhases; ++p) {
-        const CellStats& c = acc.cells[cell_index(d, b, p)];
+        const std::size_t ci = cell_index(d, b, p);
+        const CellStats& c = acc.cells[ci];
         if (!c.n) continue;
         for (CellStats* m : {&all, &dom[d], &phase[p], &depth[b]}) m->merge(c, /*values=*/false);
         const std::span<const float> kv(c.kl_values), fv(c.full_kl_values);
-        const std::uint32_t* h = nullptr;
-        if (!kv.empty() && kv.size() < (std::size_t{1} << 32)) {
-          std::vector<std::uint32_t>& hv = hists[cell_index(d, b, p)];
-          hv.assign(kKeyBins, 0);
-          for (float x : kv) ++hv[f32_key(x) >> 16];
-          h = hv.data();
-        }
+        const std::uint32_t* h = hists[ci].empty() ? nullptr : hists[ci].data();
         for (Parts* m : {&all_kl, &dom_kl[d], &phase_kl[p], &depth_kl[b]}) m->push_back(kv, h);
         for (Parts* m : {&all_full, &dom_full[d], &phase_full[p], &depth_full[b]}) m->push_back(fv);
       }
-  r.overall = split_summary(all, all_kl, all_full, "overall", "overall");
+  // Every split's summary is independent of the others: one task each, in parallel, kept in this order.
+  struct Task {
+    const CellStats* c;
+    const Parts *kl, *full;
+    const char* kind;
+    std::string name;
+    std::vector<SplitSummary>* out;
+  };
+  std::vector<SplitSummary> overall;
+  std::vector<Task> tasks = {{&all, &all_kl, &all_full, "overall", "overall", &overall}};
+  for (int d = 0; d < nd; ++d)
+    if (dom[d].n) tasks.push_back({&dom[d], &dom_kl[d], &dom_full[d], "domain", acc.domains[d], &r.by_domain});
+  static const char* phase_names[kPhases] = {"prefill", "decode"};
+  for (int p = 0; p < kPhases; ++p)
+    if (phase[p].n) tasks.push_back({&phase[p], &phase_kl[p], &phase_full[p], "phase", phase_names[p], &r.by_phase});
+  for (int b = 0; b < kDepthBuckets; ++b)
+    if (depth[b].n)
+      tasks.push_back({&depth[b], &depth_kl[b], &depth_full[b], "depth", std::to_string(depth_bucket_lower(b)),
+                       &r.by_depth});
+  std::vector<SplitSummary> done(tasks.size());
+  parallel_for(tasks.size(), 1, [&](std::size_t i, std::size_t, std::size_t) {
+    done[i] = split_summary(*tasks[i].c, *tasks[i].kl, *tasks[i].full, tasks[i].kind, tasks[i].name);
+  });
+  for (std::size_t i = 0; i < tasks.size(); ++i) tasks[i].out->push_back(std::move(done[i]));
+  r.overall = std::move(overall.front());
   // High-KL positions that did not flip; by default "high" is above the overall p99.
   double t = std::isnan(high_kl_threshold) ? r.overall.kl.p99 : high_kl_threshold;
   r.high_kl_threshold = t;
@@ -676,17 +701,6 @@ RunSummary summarize(const JudgeAccumulator& acc, const std::string& path, doubl
     r.high_kl_no_flip_share =
         r.high_kl ? static_cast<double>(r.high_kl_no_flip) / static_cast<double>(r.high_kl) : NAN;
   }
-  for (int d = 0; d < nd; ++d)
-    if (dom[d].n)
-      r.by_domain.push_back(split_summary(dom[d], dom_kl[d], dom_full[d], "domain", acc.domains[d]));
-  static const char* phase_names[kPhases] = {"prefill", "decode"};
-  for (int p = 0; p < kPhases; ++p)
-    if (phase[p].n)
-      r.by_phase.push_back(split_summary(phase[p], phase_kl[p], phase_full[p], "phase", phase_names[p]));
-  for (int b = 0; b < kDepthBuckets; ++b)
-    if (depth[b].n)
-      r.by_depth.push_back(split_summary(depth[b], depth_kl[b], depth_full[b], "depth",
-                                         std::to_string(depth_bucket_lower(b))));
   // Pinsker: each segment is one "answer" of T steps; the bound uses the mean over answers (Jensen).
   double sum = 0, steps = 0, mx = 0;
   int segs = 0;
