@@ -672,10 +672,9 @@ RunSummary summarize(const JudgeAccumulator& acc, const std::string& path, doubl
     const Parts *kl, *full;
     const char* kind;
     std::string name;
-    std::vector<SplitSummary>* out;
+    std::vector<SplitSummary>* out;  // nullptr: r.overall
   };
-  std::vector<SplitSummary> overall;
-  std::vector<Task> tasks = {{&all, &all_kl, &all_full, "overall", "overall", &overall}};
+  std::vector<Task> tasks = {{&all, &all_kl, &all_full, "overall", "overall", nullptr}};
   for (int d = 0; d < nd; ++d)
     if (dom[d].n) tasks.push_back({&dom[d], &dom_kl[d], &dom_full[d], "domain", acc.domains[d], &r.by_domain});
   static const char* phase_names[kPhases] = {"prefill", "decode"};
@@ -689,8 +688,8 @@ RunSummary summarize(const JudgeAccumulator& acc, const std::string& path, doubl
   parallel_for(tasks.size(), 1, [&](std::size_t i, std::size_t, std::size_t) {
     done[i] = split_summary(*tasks[i].c, *tasks[i].kl, *tasks[i].full, tasks[i].kind, tasks[i].name);
   });
-  for (std::size_t i = 0; i < tasks.size(); ++i) tasks[i].out->push_back(std::move(done[i]));
-  r.overall = std::move(overall.front());
+  r.overall = std::move(done[0]);
+  for (std::size_t i = 1; i < tasks.size(); ++i) tasks[i].out->push_back(std::move(done[i]));
   // High-KL positions that did not flip; by default "high" is above the overall p99.
   double t = std::isnan(high_kl_threshold) ? r.overall.kl.p99 : high_kl_threshold;
   r.high_kl_threshold = t;
