@@ -91,7 +91,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const Pair pr = kPairs[data[0] % kPairs.size()];
   const kc::Method m = data[1] & 1 ? kc::Method::stat_rel_err : kc::Method::mixed;
   const kc::Tolerance tol = tolerance(m, data[1] >> 1);
-  const int mode = data[2] & 3;  // 0: a and g from the bytes; 1–3: g = a with 1 in 2^(2·mode) elements changed
+  const int mode = data[2] & 3;  // 0: a and g from the bytes; 1–3: g = a with some elements changed
   constexpr std::size_t kReps[4] = {1, 3, 20, 80};  // up to ~80k elements: blocks, tails, sparse back-off
   const std::size_t reps = kReps[(data[2] >> 2) & 3];
   data += 3, size -= 3;
@@ -114,10 +114,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
   if (derive) {
-    // Flip low mantissa bits (or, rarely, any bit) of 1 in 4^mode golden elements: mostly equal codes.
-    const std::uint32_t mask = (1u << (2 * mode)) - 1;
+    // Flip low mantissa bits (or, rarely, any bit) of 1 in 4^s golden elements, s = (mode + repetition)
+    // mod 4: runs of mostly equal codes and of mostly different ones, so the sparse screen, its back-off
+    // after dense blocks and its return are all taken.
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint32_t x = next(rng);
+      const std::uint32_t mask = (1u << (2 * ((mode + i / n0) % 4))) - 1;
       if (x & mask) continue;
       std::uint8_t* e = gb.data() + i * sg;
       const unsigned bit = (x >> 12) % 16 == 0 ? (x >> 4) % (8 * sg) : (x >> 4) % 3;
