@@ -143,6 +143,11 @@ struct FloatPassStats {
 FloatPassStats float_pass_stats(const Tensor& a, const Tensor& g, Method m, const Tolerance& tol,
                                 FloatPath path, bool lazy_quantiles);
 
+// The first accumulator in which `x` differs bitwise from `ref`, in words; "" when none does. `ref` must
+// have the full quantile histogram (q_floor 1): x's lazy one is compared with it folded below x.q_floor.
+// For the twin tests and the compare_paths fuzzer.
+std::string pass_stats_difference(const FloatPassStats& x, const FloatPassStats& ref);
+
 // The methods (compare() dispatches here after validating inputs).
 CompareResult compare_float(const Tensor& a, const Tensor& g, Method m, const Tolerance& tol);
 CompareResult compare_binary(const Tensor& a, const Tensor& g);

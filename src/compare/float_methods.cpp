@@ -24,6 +24,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "compare/compare_internal.h"
@@ -1369,6 +1370,33 @@ FloatPassStats float_pass_stats(const Tensor& a, const Tensor& g, Method m, cons
   st.nonfinite.assign(acc.nf.count.begin(), acc.nf.count.end());
   st.nonfinite.push_back(acc.nf.matched);
   return st;
+}
+
+std::string pass_stats_difference(const FloatPassStats& x, const FloatPassStats& ref) {
+  const auto b = [](double v) { return std::bit_cast<std::uint64_t>(v); };
+  if (x.pass != ref.pass) return fmt::format("pass {} vs {}", x.pass, ref.pass);
+  const std::tuple<const char*, double, double> reals[] = {
+      {"sum_rel", x.sum_rel, ref.sum_rel}, {"max_rel", x.max_rel, ref.max_rel}, {"dot", x.dot, ref.dot},
+      {"norm_a", x.norm_a, ref.norm_a},    {"norm_g", x.norm_g, ref.norm_g},    {"max_d", x.max_d, ref.max_d}};
+  for (const auto& [name, v, r] : reals)
+    if (b(v) != b(r)) return fmt::format("{} {} vs {}", name, v, r);
+  if (x.arg_max != ref.arg_max) return fmt::format("arg_max {} vs {}", x.arg_max, ref.arg_max);
+  if (x.worst.size() != ref.worst.size())
+    return fmt::format("worst list of {} vs {}", x.worst.size(), ref.worst.size());
+  for (std::size_t i = 0; i < x.worst.size(); ++i)
+    if (b(x.worst[i].score) != b(ref.worst[i].score) || x.worst[i].index != ref.worst[i].index)
+      return fmt::format("worst[{}] ({}, {}) vs ({}, {})", i, x.worst[i].index, x.worst[i].score,
+                         ref.worst[i].index, ref.worst[i].score);
+  if (x.hist != ref.hist) return "decade histogram";
+  if (x.nonfinite != ref.nonfinite) return "NaN/Inf classes";
+  if (x.qhist.empty() != ref.qhist.empty()) return "quantile histogram present on one side only";
+  if (ref.qhist.empty()) return {};
+  if (ref.q_floor != 1) return fmt::format("reference quantile histogram is lazy (floor {})", ref.q_floor);
+  std::vector<std::uint64_t> folded = ref.qhist;  // what a lazy histogram keeps of the full one
+  for (int i = 1; i < x.q_floor && i < static_cast<int>(folded.size()); ++i)
+    folded[0] += folded[i], folded[i] = 0;
+  if (x.qhist != folded) return fmt::format("quantile histogram (floor {})", x.q_floor);
+  return {};
 }
 
 CompareResult compare_float(const Tensor& ta, const Tensor& tg, Method m, const Tolerance& tol) {
