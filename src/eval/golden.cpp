@@ -135,41 +135,37 @@ std::string candidate_checksum(const CandidateArrays& a) {
 // widen every compare, which cost more than the loads).
 constexpr std::int64_t kScanBlock = std::int64_t{1} << 24;
 
-[[gnu::noinline]] bool ids_rows_ok(const std::int32_t* __restrict ids, std::int64_t rows, std::int64_t k,
-                                   std::uint32_t vocab) {
+// ok(x): the element passes; breaks(prev, x): neighbours that violate the order within a row.
+template <typename T, typename Ok, typename Breaks>
+[[gnu::always_inline]] inline bool rows_ok(const T* __restrict x, std::int64_t rows, std::int64_t k, Ok ok,
+                                           Breaks breaks) {
   const std::int64_t m = rows * k;
   if (m <= 0) return true;
-  std::int32_t bad = static_cast<std::uint32_t>(ids[0]) >= vocab;
+  std::int32_t bad = !ok(x[0]);
   std::int64_t flat = 0, straddle = 0;
   for (std::int64_t t0 = 1; t0 < m; t0 += kScanBlock) {
     const std::int64_t t1 = std::min(m, t0 + kScanBlock);
     std::int32_t f = 0;
     for (std::int64_t t = t0; t < t1; ++t) {
-      bad |= static_cast<std::uint32_t>(ids[t]) >= vocab;
-      f += ids[t] == ids[t - 1];
+      bad |= !ok(x[t]);
+      f += breaks(x[t - 1], x[t]);
     }
     flat += f;
   }
-  for (std::int64_t t = k; t < m; t += k) straddle += ids[t] == ids[t - 1];
+  for (std::int64_t t = k; t < m; t += k) straddle += breaks(x[t - 1], x[t]);
   return bad == 0 && flat == straddle;
 }
 
+[[gnu::noinline]] bool ids_rows_ok(const std::int32_t* __restrict ids, std::int64_t rows, std::int64_t k,
+                                   std::uint32_t vocab) {
+  return rows_ok(
+      ids, rows, k, [vocab](std::int32_t v) { return static_cast<std::uint32_t>(v) < vocab; },
+      [](std::int32_t prev, std::int32_t v) { return v == prev; });
+}
+
 [[gnu::noinline]] bool lp_rows_ok(const float* __restrict lp, std::int64_t rows, std::int64_t k) {
-  const std::int64_t m = rows * k;
-  if (m <= 0) return true;
-  std::int32_t bad = !(lp[0] <= 1e-3f);
-  std::int64_t flat = 0, straddle = 0;
-  for (std::int64_t t0 = 1; t0 < m; t0 += kScanBlock) {
-    const std::int64_t t1 = std::min(m, t0 + kScanBlock);
-    std::int32_t f = 0;
-    for (std::int64_t t = t0; t < t1; ++t) {
-      bad |= !(lp[t] <= 1e-3f);
-      f += lp[t] > lp[t - 1];
-    }
-    flat += f;
-  }
-  for (std::int64_t t = k; t < m; t += k) straddle += lp[t] > lp[t - 1];
-  return bad == 0 && flat == straddle;
+  return rows_ok(
+      lp, rows, k, [](float v) { return v <= 1e-3f; }, [](float prev, float v) { return v > prev; });
 }
 
 [[gnu::noinline]] bool logprobs_ok(const float* __restrict x, std::int64_t n) {
