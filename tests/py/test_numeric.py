@@ -6,7 +6,7 @@ here from the SPEC §1 text (hifloat8 layout; nearest-code encoders with exact m
 frexp/ldexp arithmetic). The C++ side is driven through $KC_BUILD_DIR/tests/kc_numeric_dump.
 
 Known differences from the oracles (each asserted where it shows):
-- ml_dtypes (0.6) and en_dtypes convert float64 through float32, so they round twice; kerncheck rounds once
+- ml_dtypes (0.6 and 0.7) and en_dtypes convert float64 through float32, so they round twice; kerncheck rounds once
   (SPEC: "exact round-once from f64"). For f64 inputs the oracle is the exact nearest-code model below;
   ml_dtypes/en_dtypes are compared on f32 inputs, where a single rounding happens on both sides.
 - float4_e2m1fn NaN: ml_dtypes gives a zero with the NaN's sign inverted (+NaN → -0); kerncheck gives +0.
