@@ -8,7 +8,8 @@
 #   KC_FRESH_STEPS="demo test"           which README commands to run (default both, in README order)
 #   KC_FRESH_MIRROR=URL                  default http://deb.debian.org/debian
 # Idempotent as the commands are: a finished debootstrap is reused (ROOT/.kc-debootstrap-done); the clone is
-# made afresh from HEAD each time (ROOT/root/kerncheck), the commands' own caches under ROOT persist.
+# made once (ROOT/root/kerncheck) and moved to HEAD on later runs, keeping its ignored outputs like a user's
+# checkout (KC_FRESH_RECLONE=1: a new clone); the commands' own caches under ROOT persist.
 # The demo's summary.json is copied to ROOT.summary.json (compare it with one made on another machine).
 # Exit code: the first failing step's.
 set -euo pipefail
@@ -57,18 +58,32 @@ SRC
   touch "$root/.kc-debootstrap-done"
 fi
 cp /etc/resolv.conf "$root/etc/resolv.conf"
-rm -rf "$root/root/kerncheck"
-step "clone HEAD" git clone -q --no-local "$repo" "$root/root/kerncheck"
+# The host's CA bundle, where it has one: on a network whose TLS goes through an intercepting proxy, pip
+# needs the proxy's CA, and a fresh machine on that network is given it the same way (PIP_CERT below).
+ca_env=""
+if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+  mkdir -p "$root/etc/ssl/certs"
+  cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/kc-host-ca.crt"
+  ca_env="PIP_CERT=/etc/ssl/certs/kc-host-ca.crt SSL_CERT_FILE=/etc/ssl/certs/kc-host-ca.crt"
+fi
+clone=$root/root/kerncheck
+if [ -n "${KC_FRESH_RECLONE:-}" ] || [ ! -d "$clone/.git" ]; then
+  rm -rf "$clone"
+  step "clone HEAD" git clone -q --no-local "$repo" "$clone"
+else  # a later run: the same clone moved to HEAD; ignored outputs (build/, .venv/, kerncheck-demo/) are kept
+  step "update the clone to HEAD" bash -c "git -C '$clone' fetch -q '$repo' HEAD && git -C '$clone' reset -q --hard FETCH_HEAD && git -C '$clone' clean -qfd"
+fi
+say "clone at $(git -C "$clone" rev-parse --short HEAD)"
 
 # in_root CMD: CMD (a bash -c string) in the root, in a private mount namespace (the mounts vanish with it).
 in_root() {
-  unshare --mount --fork bash -c '
+  KC_CA_ENV=$ca_env unshare --mount --fork bash -c '
     r=$1; shift
     mount -t proc proc "$r/proc"
     mount --rbind /sys "$r/sys"
     mount --rbind /dev "$r/dev"
     exec chroot "$r" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-      LANG=C.UTF-8 TERM=dumb bash -c "cd /root/kerncheck && $*"' _ "$root" "$@"
+      LANG=C.UTF-8 TERM=dumb $KC_CA_ENV bash -c "cd /root/kerncheck && $*"' _ "$root" "$@"
 }
 for s in $steps; do
   case $s in
