@@ -10,7 +10,8 @@ the peak memory (maxrss) of an 8k-token prefill. --f32-decode adds our decode on
 With --profile, also where our prefill's time goes per op (process CPU seconds between the engine's
 named-tensor hook events, robust against other load on the machine).
 
-Usage: bench/engine_bench.py [--build BUILD | --bench-binary build/bench/kc_engine_bench] [--model GGUF] [--threads N] [--prefill 512] [--decode 128]
+Usage: bench/engine_bench.py [--build BUILD | --bench-binary build/bench/kc_engine_bench] [--model GGUF]
+                             [--threads N] [--prefill 512] [--decode 128]
                              [--memory-tokens 8192] [--no-transformers] [--profile]
                              [--f32-decode]
 """

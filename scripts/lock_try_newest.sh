@@ -31,7 +31,8 @@ echo "== tests/py with the newest versions (C++ binaries from ${KC_BUILD_DIR:-bu
 set +e
 B="$ROOT/${KC_BUILD_DIR:-build}"
 KC_BUILD_DIR="$B" KC_BIN="$B/src/kerncheck" KC_TEST_DATA="$ROOT/tests/data" PYTHONDONTWRITEBYTECODE=1 \
-  KC_SMOLLM2_GGUF=$(PYTHON="$scratch/venv/bin/python" scripts/fetch_smollm2.sh) KC_NO_SKIP=1 "$scratch/venv/bin/python" -m pytest -q -p no:cacheprovider \
+  KC_SMOLLM2_GGUF=$(PYTHON="$scratch/venv/bin/python" scripts/fetch_smollm2.sh) KC_NO_SKIP=1 \
+  "$scratch/venv/bin/python" -m pytest -q -p no:cacheprovider \
   "${@:-tests/py}" 2>&1 | tail -n 60
 rc=${PIPESTATUS[0]}
 echo "lock_try_newest: pytest exited $rc"

@@ -180,7 +180,8 @@ std::vector<SourceDoc> default_sources() {
     }
     const std::string where = fmt::format("line {}", lineno);
     if (col.size() != 5 || (col[0] != "prose" && col[0] != "code") || col[3].size() != 64)
-      throw_input_error(manifest, where, "domain (prose|code), name, bytes, sha256 (64 hex), origin: 5 tab-separated columns",
+      throw_input_error(manifest, where,
+                        "5 tab-separated columns: domain (prose|code), name, bytes, sha256 (64 hex), origin",
                         line.substr(0, 80));
     const std::string& name = col[1];
     std::string text, how;
