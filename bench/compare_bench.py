@@ -19,6 +19,8 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
+from _common import executable
+
 
 def best_of(fn, repeat):
     """Best process CPU time of `repeat` calls (a shared machine distorts wall time)."""
@@ -33,13 +35,15 @@ def best_of(fn, repeat):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.environ.get("KC_BUILD_DIR", "build"))
+    ap.add_argument("--bench-binary", help="our side (default BUILD/bench/kc_compare_bench)")
     ap.add_argument("--log2n", type=int, default=26)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--noise", type=float, default=1e-4,
                     help="relative noise of actual against golden (1e-4: 1.5 %% of the bf16 codes differ)")
     args = ap.parse_args()
-    exe = Path(args.build) / "bench" / "kc_compare_bench"
+    exe = executable(args.bench_binary or str(Path(args.build) / "bench" / "kc_compare_bench"), "--bench-binary",
+                     "kc_compare_bench (a KC_BUILD_BENCH=ON build)")
     n = 1 << args.log2n
     rng = np.random.default_rng(0)
     g32 = rng.standard_normal(n, dtype=np.float32)

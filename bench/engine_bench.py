@@ -10,11 +10,14 @@ the peak memory (maxrss) of an 8k-token prefill. --f32-decode adds our decode on
 With --profile, also where our prefill's time goes per op (process CPU seconds between the engine's
 named-tensor hook events, robust against other load on the machine).
 
-Usage: bench/engine_bench.py [--build BUILD] [--model GGUF] [--threads N] [--prefill 512] [--decode 128]
+Usage: bench/engine_bench.py [--build BUILD | --bench-binary build/bench/kc_engine_bench] [--model GGUF]
+                             [--threads N] [--prefill 512] [--decode 128]
                              [--memory-tokens 8192] [--no-transformers] [--profile]
                              [--f32-decode]
 """
 import argparse, json, os, subprocess, sys, time
+
+from _common import executable, missing, need
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -27,7 +30,7 @@ def ours(exe, *args, threads):
 
 def transformers_run(model_path, threads, n_prefill, n_decode, vocab):
     import warnings
-    import torch, transformers
+    torch, transformers, _, _ = need("torch", "transformers", "accelerate", "gguf")  # GGUF loading needs both
     warnings.filterwarnings("ignore")
     transformers.utils.logging.disable_progress_bar()
     transformers.utils.logging.set_verbosity_error()
@@ -56,6 +59,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.environ.get("KC_BUILD_DIR", os.path.join(ROOT, "build")))
     ap.add_argument("--model", default=os.environ.get("KC_SMOLLM2_GGUF", os.path.join(os.environ.get("KC_CACHE", os.path.expanduser("~/.cache/kerncheck")), "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")))
+    ap.add_argument("--bench-binary", help="our side (default BUILD/bench/kc_engine_bench)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--prefill", type=int, default=512)
     ap.add_argument("--decode", type=int, default=128)
@@ -66,7 +70,10 @@ def main():
     ap.add_argument("--f32-decode", action="store_true",
                     help="also time our decode on the f32 weights (A/B of the quantized GEMV)")
     a = ap.parse_args()
-    exe = os.path.join(a.build, "bench", "kc_engine_bench")
+    exe = executable(a.bench_binary or os.path.join(a.build, "bench", "kc_engine_bench"), "--bench-binary",
+                     "kc_engine_bench (a KC_BUILD_BENCH=ON build)")
+    if not os.path.isfile(a.model):
+        missing(f"model {a.model} not found: scripts/fetch_smollm2.sh fetches SmolLM2, or pass --model GGUF")
     n = a.threads
     print(f"threads {n}, load average {os.getloadavg()[0]:.1f} (other work on the machine skews every number)")
 

@@ -5,7 +5,7 @@ llama.cpp: 2·(2·⌈V/2⌉ + 4) bytes per scored token, plus the i32 tokens of 
 kerncheck: measured from a real `kerncheck record --from-logits` run with N positions (its size does not
 depend on the vocabulary: top-20 ids and log-probs plus per-position fields, plus the JSON header).
 
-  KC_BIN=build/src/kerncheck python bench/golden_size.py [--positions 4096]
+  python bench/golden_size.py [--kerncheck build/src/kerncheck] [--positions 4096]
 """
 import argparse
 import os
@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from _common import DEFAULT_CLI, executable, missing
 
 VOCABS = [49152, 151936, 248320]
 
@@ -28,16 +30,19 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--positions", type=int, default=4096)
     ap.add_argument("--record-vocab", type=int, default=8192, help="vocabulary of the logits fed to record")
+    ap.add_argument("--kerncheck", default=DEFAULT_CLI, help="the CLI (default $KC_BIN, else build/src/kerncheck)")
     args = ap.parse_args()
-    kc = os.environ.get("KC_BIN", "kerncheck")
+    kc = executable(args.kerncheck, "--kerncheck", "the kerncheck CLI")
     n, v = args.positions, args.record_vocab
     with tempfile.TemporaryDirectory() as d:
         rng = np.random.default_rng(0)
         logits = (rng.standard_normal((n, v), dtype=np.float32) * 3).astype(np.float32)
         np.save(f"{d}/logits.npy", logits)
         np.save(f"{d}/tokens.npy", rng.integers(0, v, size=n + 1).astype(np.int32))
-        subprocess.run([kc, "record", "--from-logits", f"{d}/logits.npy", "--tokens", f"{d}/tokens.npy", "-k", "20",
-                        "-o", f"{d}/golden.safetensors"], check=True, capture_output=True)
+        p = subprocess.run([kc, "record", "--from-logits", f"{d}/logits.npy", "--tokens", f"{d}/tokens.npy", "-k",
+                            "20", "-o", f"{d}/golden.safetensors"], capture_output=True, text=True)
+        if p.returncode != 0:
+            missing(f"{kc} record exited {p.returncode}: {p.stderr.strip()}")
         golden_bytes = Path(f"{d}/golden.safetensors").stat().st_size
     ours = golden_bytes / n
     print(f"kerncheck golden (k=20): {golden_bytes} bytes for {n} positions = {ours:.1f} B/position "

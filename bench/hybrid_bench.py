@@ -14,6 +14,8 @@ Usage: bench/hybrid_bench.py [--build BUILD] [--model DIR] [--threads N] [--pref
 """
 import argparse, os, subprocess, sys, tempfile, time
 
+from _common import executable, missing, need
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -30,7 +32,7 @@ def ours(exe, model, ids, n_prefill, threads, warmup):
 
 def load_theirs(model, threads):
     import warnings
-    import torch, transformers
+    torch, transformers = need("torch", "transformers")
     warnings.filterwarnings("ignore")
     transformers.utils.logging.set_verbosity_error()
     torch.set_num_threads(threads)
@@ -61,6 +63,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.environ.get("KC_BUILD_DIR", os.path.join(ROOT, "build")))
     ap.add_argument("--model", default=os.path.join(ROOT, "tests/data/models/hybrid-tiny"))
+    ap.add_argument("--bench-binary", help="our side (default BUILD/tests/kc_causal_logits)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--prefill", type=int, default=512)
     ap.add_argument("--decode", type=int, default=64)
@@ -73,7 +76,10 @@ def main():
     cfg = json.load(open(os.path.join(a.model, "config.json")))
     vocab = cfg.get("text_config", cfg)["vocab_size"]
     ids = [(i * 7919 + 101) % vocab for i in range(a.prefill + a.decode)]
-    exe = os.path.join(a.build, "tests", "kc_causal_logits")
+    exe = executable(a.bench_binary or os.path.join(a.build, "tests", "kc_causal_logits"), "--bench-binary",
+                     "kc_causal_logits (a test build)")
+    if not os.path.isdir(a.model):
+        missing(f"model folder {a.model} not found: pass --model DIR (an HF Qwen3.5 / Qwen3-Next folder)")
     m = load_theirs(a.model, a.threads)
     op = od = tp = td = 0.0
     for _ in range(max(1, a.repeat)):

@@ -11,7 +11,7 @@ and prints positions per CPU second for both (the machine may be shared: CPU tim
 per-core figure; wall time is printed too) and the ratio, plus the per-phase split from kc_judge_phases (read
 golden, open candidate, accumulate, summaries, JSON) when it is built beside the CLI (build/bench/).
 
-  KC_BIN=build/src/kerncheck python bench/judge_throughput.py [--positions 2000000]
+  python bench/judge_throughput.py [--kerncheck build/src/kerncheck] [--positions 2000000]
 """
 import argparse
 import ctypes
@@ -25,6 +25,8 @@ import time
 
 import numpy as np
 from safetensors.numpy import save_file
+
+from _common import DEFAULT_CLI, executable
 
 K, VOCAB, SEG = 20, 151936, 512
 _xxh = ctypes.CDLL("libxxhash.so.0")
@@ -128,9 +130,10 @@ def time_kerncheck(kc, d, threads, repeats=3):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--positions", type=int, default=2_000_000)
+    ap.add_argument("--kerncheck", default=DEFAULT_CLI, help="the CLI (default $KC_BIN, else build/src/kerncheck)")
     ap.add_argument("--dir", help="write the synthetic files here and keep them (for profiling)")
     args = ap.parse_args()
-    kc = os.environ.get("KC_BIN", "kerncheck")
+    kc = executable(args.kerncheck, "--kerncheck", "the kerncheck CLI")
     n = args.positions
     cores = os.cpu_count()
     with tempfile.TemporaryDirectory() as tmp:

@@ -8,7 +8,9 @@
 # Exit code: 0 when every expectation held, 1 when one did not, 3 on bad input.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-KC_TARGETS=kerncheck scripts/setup.sh   # the CLI only; scripts/test.sh builds the rest
+# Debian packages: the build set and the demo's corpus sources (scripts/packages.txt); Python: a venv with pip
+# only (fetch_smollm2.sh downloads with it); the CLI only (scripts/test.sh builds the rest).
+KC_APT_SETS="${KC_APT_SETS:-} demo" KC_TARGETS=kerncheck scripts/setup.sh
 BIN=${KC_BUILD_DIR:-build}/src/kerncheck
 MODEL=$(PYTHON=.venv/bin/python scripts/fetch_smollm2.sh)
 start=$(date +%s)

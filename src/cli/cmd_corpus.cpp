@@ -45,7 +45,7 @@ int run(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   build
       ->add_option("--code", o.code_files,
-                   "code source file (repeatable; default: Python stdlib + C headers)")
+                   "code source file (repeatable; default: the pinned Python stdlib and C headers of data/corpus)")
       ->check(CLI::ExistingFile);
   build->add_option("--seed", o.seed, "seed of the window choice")->capture_default_str();
   build->add_option("-o,--output", out, "output corpus file (.kcc, safetensors)")->required();
@@ -144,9 +144,10 @@ int run(int argc, char** argv) {
     kc::Corpus c = kc::build_corpus(o, docs, tok, tokenizer);
     kc::write_corpus(out, c);
     std::printf(
-        "wrote corpus %s: %zu segments, %lld scored positions, %zu tokens, tokenizer %s, checksum %s\n",
+        "wrote corpus %s: %zu segments, %lld scored positions, %zu tokens, tokenizer %s, checksum %s, sources "
+        "%s\n",
         out.c_str(), c.segments.size(), static_cast<long long>(c.positions()), c.tokens.size(),
-        c.tokenizer_id.c_str(), c.checksum.c_str());
+        c.tokenizer_id.c_str(), c.checksum.c_str(), c.sources_id.c_str());
     return 0;
   }
   kc::Corpus c = kc::read_corpus(show_path);
@@ -154,6 +155,7 @@ int run(int argc, char** argv) {
               show_path.c_str(), c.preset.c_str(), static_cast<unsigned long long>(c.seed),
               static_cast<long long>(c.vocab), c.tokenizer_id.c_str(), c.tokenizer_origin.c_str(),
               c.checksum.c_str());
+  if (!c.sources_id.empty()) std::printf("  sources %s\n", c.sources_id.c_str());
   std::printf("  %zu segments, %lld scored positions\n", c.segments.size(),
               static_cast<long long>(c.positions()));
   if (!c.generation.empty()) std::printf("  generation %s\n", c.generation.c_str());

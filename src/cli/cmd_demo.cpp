@@ -22,7 +22,8 @@ int run(int argc, char** argv) {
   app.add_option("--prose", o.prose_files,
                  "prose source file (repeatable; default: KJV + Devil's Dictionary)")
       ->check(CLI::ExistingFile);
-  app.add_option("--code", o.code_files, "code source file (repeatable; default: Python stdlib + C headers)")
+  app.add_option("--code", o.code_files,
+                 "code source file (repeatable; default: the pinned Python stdlib and C headers of data/corpus)")
       ->check(CLI::ExistingFile);
   app.add_option("--sweep-tensor", o.sweep_tensor, "tensor to sweep (default: the preset's, attn.p)");
   app.add_option("--sweep-bits", o.sweep_bits, "widths to sweep (default: the preset's)");

@@ -507,9 +507,21 @@ Tensor load_with_hint(const std::string& path, const Case& c) {
   try {
     return load_tensor(path, raw);
   } catch (const Error&) {
-    if (self) return *self;
-    throw;
+    if (!self) throw;
   }
+  // The file has a type of its own that is not the given one.
+  const int file_bits = dtype_info(self->dtype).bits, want_bits = dtype_info(*c.dtype).bits;
+  if (file_bits != want_bits)
+    throw_input_error(self->origin, "dtype",
+                      fmt::format("{} ({}-bit, the case's dtype) or a file of {}-bit codes", dtype_name(*c.dtype),
+                                  want_bits, want_bits),
+                      fmt::format("{} ({}-bit) in the file", dtype_name(self->dtype), file_bits));
+  // Unsigned integers of the same width are how a file holds codes of a type it has no name for (safetensors
+  // has no hifloat8: such outputs are stored as U8): the case's dtype says what the codes mean.
+  const bool codes = self->dtype == DType::uint8 || self->dtype == DType::uint16 ||
+                     self->dtype == DType::uint32 || self->dtype == DType::uint64;
+  if (codes) self->dtype = *c.dtype;
+  return *self;
 }
 
 }  // namespace

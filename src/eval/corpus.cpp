@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -132,61 +133,97 @@ std::uint64_t splitmix(std::uint64_t& x) {
 
 }  // namespace
 
+std::string corpus_data_dir() {
+  if (const char* e = std::getenv("KC_CORPUS_DIR"); e && *e) return e;
+  return KC_CORPUS_DIR_DEFAULT;
+}
+
 std::vector<SourceDoc> default_sources() {
-  std::vector<std::string> missing;
+  const std::string dir = corpus_data_dir();
+  const std::string manifest = (fs::path(dir) / "manifest.tsv").string();
+  if (!is_file(manifest))
+    fail("{}: the default corpus's manifest is missing (set KC_CORPUS_DIR to the data/corpus folder of "
+         "kerncheck's sources, or give --prose/--code files)",
+         manifest);
   std::string bible;
   for (const char* p : {"/usr/bin/bible", "/usr/games/bible", "/usr/local/bin/bible"})
     if (is_file(p)) bible = p;
+  const std::string devil = "/usr/share/dictd/devil.dict.dz";
+  std::vector<std::string> missing;
   if (bible.empty()) missing.push_back("bible-kjv");
   // The text package (bible-kjv-text) is not probed by path: its layout varies; running `bible` reports it.
-  const std::string devil = "/usr/share/dictd/devil.dict.dz";
   if (!is_file(devil)) missing.push_back("dict-devil");
   if (!missing.empty()) {
     std::string list;
     for (auto& m : missing) list += " " + m;
     fail("default corpus sources missing (packages{}): install them with `apt-get install bible-kjv "
-         "bible-kjv-text dict-devil`, or give --prose/--code files",
+         "bible-kjv-text dict-devil` (scripts/demo.sh does), or give --prose/--code files",
          list);
   }
+  // manifest.tsv: domain, name, bytes, sha256, origin (tab-separated; '#' starts a comment line). Prose comes
+  // from the Debian packages, code from the files shipped beside the manifest; every one must have the
+  // pinned bytes, so the corpus is the same on every machine.
   std::vector<SourceDoc> docs;
-  std::string kjv;
-  try {
-    kjv = run_capture(bible + " gen1:1-rev22:21 2>/dev/null");
-  } catch (const Error&) {
-    fail("{} failed: the King James text is missing (install it with `apt-get install bible-kjv "
-         "bible-kjv-text dict-devil`)",
-         bible);
+  std::istringstream in(read_file(manifest));
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> col;
+    std::size_t at = 0;
+    for (;;) {
+      auto t = line.find('\t', at);
+      col.push_back(line.substr(at, t == std::string::npos ? std::string::npos : t - at));
+      if (t == std::string::npos) break;
+      at = t + 1;
+    }
+    const std::string where = fmt::format("line {}", lineno);
+    if (col.size() != 5 || (col[0] != "prose" && col[0] != "code") || col[3].size() != 64)
+      throw_input_error(manifest, where,
+                        "5 tab-separated columns: domain (prose|code), name, bytes, sha256 (64 hex), origin",
+                        line.substr(0, 80));
+    const std::string& name = col[1];
+    std::string text, how;
+    if (col[0] == "prose" && name == "kjv") {
+      how = bible + " gen1:1-rev22:21";
+      try {
+        text = run_capture(bible + " gen1:1-rev22:21 2>/dev/null");
+      } catch (const Error&) {
+        fail("{} failed: the King James text is missing (install it with `apt-get install bible-kjv "
+             "bible-kjv-text dict-devil`)",
+             bible);
+      }
+    } else if (col[0] == "prose" && name == "devil") {
+      how = "gzip -dc " + devil;
+      text = run_capture("gzip -dc " + devil);
+    } else if (col[0] == "code") {
+      how = (fs::path(dir) / name).string();
+      text = read_file(how);
+    } else {
+      throw_input_error(manifest, where + " name", "kjv or devil (the prose sources kerncheck knows)", name);
+    }
+    const std::string got = sha256_hex({reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
+    if (got != col[3] || std::to_string(text.size()) != col[2])
+      fail("default corpus source {} ({}): expected {} bytes with sha256 {} ({}), got {} bytes with sha256 {}; "
+           "the corpus would differ from everyone else's. Install the pinned package version, or give "
+           "--prose/--code files",
+           name, how, col[2], col[3], col[4], text.size(), got);
+    docs.push_back({col[0], name, clean_utf8(std::move(text))});
   }
-  if (kjv.size() < 1000000)
-    fail("{}: printed {} bytes, expected the whole King James text (~4.3 MB; `apt-get install bible-kjv "
-         "bible-kjv-text`)",
-         bible, kjv.size());
-  docs.push_back({"prose", "kjv", clean_utf8(std::move(kjv))});
-  docs.push_back({"prose", "devil", clean_utf8(run_capture("gzip -dc " + devil))});
-  // Code: top-level stdlib modules of the newest python3.X and top-level C headers, in sorted order.
-  std::vector<std::string> pydirs;
-  std::error_code ec;
-  for (auto& e : fs::directory_iterator("/usr/lib", ec)) {
-    auto n = e.path().filename().string();
-    if (n.rfind("python3.", 0) == 0 && e.is_directory()) pydirs.push_back(e.path().string());
-  }
-  std::sort(pydirs.begin(), pydirs.end());
-  std::vector<std::string> files;
-  auto add_dir = [&](const std::string& dir, const std::string& ext) {
-    std::vector<std::string> f;
-    std::error_code ec2;
-    for (auto& e : fs::directory_iterator(dir, ec2))
-      if (e.is_regular_file() && e.path().extension() == ext) f.push_back(e.path().string());
-    std::sort(f.begin(), f.end());
-    files.insert(files.end(), f.begin(), f.end());
-  };
-  if (!pydirs.empty()) add_dir(pydirs.back(), ".py");
-  add_dir("/usr/include", ".h");
-  for (auto& f : files) {
-    std::string t = read_file(f);
-    if (t.size() >= 2000) docs.push_back({"code", f, clean_utf8(std::move(t))});
-  }
+  if (docs.empty()) throw_input_error(manifest, "sources", "at least one prose or code line", "none");
   return docs;
+}
+
+std::string sources_identity(const std::vector<SourceDoc>& docs) {
+  std::string buf;
+  for (auto& d : docs) {
+    buf += d.domain;
+    buf += ' ';
+    buf += sha256_hex({reinterpret_cast<const std::uint8_t*>(d.text.data()), d.text.size()});
+    buf += '\n';
+  }
+  return "src-sha256:" + sha256_hex({reinterpret_cast<const std::uint8_t*>(buf.data()), buf.size()});
 }
 
 std::vector<SourceDoc> read_sources(const std::vector<std::string>& prose,
@@ -247,6 +284,7 @@ Corpus build_corpus(const CorpusOptions& o, const std::vector<SourceDoc>& docs, 
   c.vocab = static_cast<std::int64_t>(tok.vocab_size());
   c.preset = o.preset;
   c.seed = o.seed;
+  c.sources_id = sources_identity(docs);
   std::vector<std::string> domains;
   for (const char* d : {"prose", "code"})
     for (auto& doc : docs)
@@ -347,6 +385,7 @@ void write_corpus(const std::string& path, Corpus& c) {
                                         {"segments", segs.dump()},
                                         {"checksum", c.checksum}};
   if (!c.generation.empty()) md["generation"] = c.generation;
+  if (!c.sources_id.empty()) md["sources"] = c.sources_id;
   std::vector<std::uint8_t> bytes(c.tokens.size() * 4);
   std::memcpy(bytes.data(), c.tokens.data(), bytes.size());
   Tensor t = make_tensor(DType::int32, {static_cast<std::int64_t>(c.tokens.size())}, std::move(bytes), "tokens");
@@ -384,6 +423,7 @@ Corpus read_corpus(const std::string& path) {
   c.tokens.resize(t.shape[0]);
   std::memcpy(c.tokens.data(), t.bytes.data(), c.tokens.size() * 4);
   c.checksum = get("checksum");
+  if (auto it = md.find("sources"); it != md.end()) c.sources_id = it->second;
   if (auto it = md.find("generation"); it != md.end()) {
     c.generation = it->second;
     if (!json::accept(c.generation))

@@ -38,6 +38,9 @@ struct Corpus {
   std::vector<CorpusSegment> segments;
   std::vector<std::int32_t> tokens;
   std::string checksum;  // "xxh3:<16 hex>" over the token bytes
+  // The source documents' identity (sources_identity; metadata key "sources"); empty for answer corpora
+  // and for files written before it existed.
+  std::string sources_id;
   // Answer corpora (preset "answers", generate.h): JSON of the model, its identity, the prompts file and
   // the generation settings (metadata key "generation"); empty for text corpora.
   std::string generation;
@@ -70,10 +73,17 @@ Tokenizer load_tokenizer(const std::string& path);
 // tokenize alike.
 std::string tokenizer_identity(const Tokenizer& tok);
 
-// The default sources: King James Bible (`bible`, packages bible-kjv bible-kjv-text), The Devil's
-// Dictionary (/usr/share/dictd/devil.dict.dz, dict-devil), Python standard library and /usr/include
-// headers. Throws kc::Error naming the apt-get command when a package is missing.
+// The default sources, pinned by data/corpus/manifest.tsv (docs/corpus.md): King James Bible (`bible`,
+// packages bible-kjv bible-kjv-text) and The Devil's Dictionary (/usr/share/dictd/devil.dict.dz,
+// dict-devil) from the Debian packages, and the code files shipped in data/corpus/code/. Every source must
+// have the manifest's size and SHA-256, so the corpus is the same on every machine. Throws kc::Error (exit 3)
+// naming the apt-get command when a package is missing, and the expected and actual hash when a source
+// differs. The data folder: $KC_CORPUS_DIR, else the source tree's data/corpus (a build-time path).
 std::vector<SourceDoc> default_sources();
+std::string corpus_data_dir();
+// "src-sha256:<hex>" over each document's domain and the SHA-256 of its text, in order: equal for two
+// corpora built from the same bytes (names and paths do not enter).
+std::string sources_identity(const std::vector<SourceDoc>& docs);
 std::vector<SourceDoc> read_sources(const std::vector<std::string>& prose, const std::vector<std::string>& code);
 
 // Deterministic in (options, sources, tokenizer).

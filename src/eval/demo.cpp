@@ -171,7 +171,10 @@ int run_demo(const DemoOptions& o) {
     std::string probe = (out / "corpus.kcc.new").string();
     write_corpus(probe, tmp);  // fills the checksum
     try {
-      corpus_reused = fs::exists(corpus_path, ec) && read_corpus(corpus_path).checksum == tmp.checksum;
+      if (fs::exists(corpus_path, ec)) {
+        Corpus had = read_corpus(corpus_path);
+        corpus_reused = had.checksum == tmp.checksum && had.sources_id == tmp.sources_id;
+      }
     } catch (const Error&) {
       corpus_reused = false;
     }
@@ -182,8 +185,11 @@ int run_demo(const DemoOptions& o) {
     if (ec) fail("{}: cannot write the corpus: {}", corpus_path, ec.message());
     corpus = read_corpus(corpus_path);
   }
-  steps.end(fmt::format("{} {}: {} segments, {} scored positions", corpus_reused ? "reused" : "wrote",
-                        corpus_path, corpus.segments.size(), corpus.positions()));
+  // The corpus identity (its tokens) and its sources' (their bytes): two users who see the same pair ran
+  // the same input.
+  steps.end(fmt::format("{} {}: {} segments, {} scored positions; corpus {}, sources {}",
+                        corpus_reused ? "reused" : "wrote", corpus_path, corpus.segments.size(),
+                        corpus.positions(), corpus.identity(), corpus.sources_id));
 
   // 2. Golden: the f32 reference.
   const std::string golden_path = (out / "golden.kcg").string();
@@ -365,6 +371,8 @@ int run_demo(const DemoOptions& o) {
   sj["model"] = model;
   sj["golden"] = golden_path;
   sj["positions"] = golden.meta.n;
+  sj["corpus"] = corpus.identity();
+  sj["corpus_sources"] = corpus.sources_id;
   sj["ppl_ref"] = num(ppl_ref);
   json runs = json::array();
   for (const auto& j : judged) {

@@ -34,7 +34,12 @@ namespace {
 constexpr const char* kFirstTokensKey = "kerncheck.corpus_first_tokens";
 constexpr const char* kPrefillBlockKey = "kerncheck.prefill_block";
 constexpr const char* kReferenceKey = "kerncheck.golden_reference";
-constexpr const char* kEngine = "kerncheck-llama-f32";
+// The engine named in a file's provenance: the Llama family (llama.h) or the Gated DeltaNet hybrids
+// (hybrid.h) — two implementations, so a golden says which one computed it.
+std::string engine_name(const CausalLM& m) {
+  const std::string a = m.architecture();
+  return a == "qwen3_5" || a == "qwen3_next" ? "kerncheck-hybrid-f32" : "kerncheck-llama-f32";
+}
 
 bool is_gguf(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -352,7 +357,7 @@ void record_golden_with_model(const RecordModelOptions& o) {
   m.vocab = V;
   m.n = static_cast<std::int64_t>(all.size());
   m.identity = {L.identity, c.tokenizer_id, c.identity()};
-  m.made_by = {kEngine, L.variant, o.command_line};
+  m.made_by = {engine_name(*L.model), L.variant, o.command_line};
   m.segments = segs;
   const bool reference = parse_variant(L.variant).is_reference();
   if (!reference)
@@ -488,7 +493,7 @@ void record_candidate_with_model(const RecordModelOptions& o) {
     append(all.token_logprob, c.token_logprob), append(all.flags, c.flags);
     prog.segment_done(static_cast<std::size_t>(j.index), j.depth, reused);
   }
-  CandidateMeta m = candidate_meta_for(g, {kEngine, L.variant, o.command_line});
+  CandidateMeta m = candidate_meta_for(g, {engine_name(*L.model), L.variant, o.command_line});
   // write_candidate has no slot for the prefill block: write, then add the key (checksum: tensors only).
   const std::string tmp = o.out + ".partial/candidate.safetensors";
   std::string sum = write_candidate(tmp, m, all.view());

@@ -271,6 +271,15 @@ DType resolve_descr(const std::string& descr, std::optional<DType> hint, const s
     throw_input_error(path, "descr", fmt::format("a type matching the dtype given ({})", dtype_name(*hint)),
                       fmt::format("'{}' (ml_dtypes float8_e5m2)", descr));
   }
+  // ml_dtypes ≥ 0.7 registers complex32 with kind 'c' (two IEEE binary16 parts, real then imaginary), so
+  // numpy writes '<c4' for it, numpy's own convention for a complex of two 2-byte floats; np.load cannot
+  // read it back. (bcomplex32, bfloat16 parts, is still written as a void '<V4'.) Earlier ml_dtypes wrote
+  // '<W4', read below with a hint. We keep writing a void type, which every numpy reads.
+  if (kind == 'c' && itemsize == 4) {
+    if (!hint || *hint == DType::complex32) return DType::complex32;
+    throw_input_error(path, "descr", fmt::format("a type matching the dtype given ({})", dtype_name(*hint)),
+                      fmt::format("'{}' (ml_dtypes complex32: float16 real and imaginary parts)", descr));
+  }
   // Void types ('|V2' for bfloat16, '<V1' for float8/float4/int4) and ml_dtypes' complex32 ('<W4', shared
   // with bcomplex32) carry no type name: the caller must say which type they hold.
   if (kind == 'V' || (kind == 'W' && itemsize == 4)) {
@@ -291,7 +300,7 @@ DType resolve_descr(const std::string& descr, std::optional<DType> hint, const s
   }
   throw_input_error(
       path, "descr",
-      "one of <f8 <f4 <f2 |i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8 |b1 <c8 <c16, or a void type with --dtype",
+      "one of <f8 <f4 <f2 |i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8 |b1 <c4 <c8 <c16, or a void type with --dtype",
       fmt::format("'{}' ({})", descr, hint_text(hint)));
 }
 

@@ -111,6 +111,11 @@ TEST(Npy, VoidTypesNeedAMatchingHint) {
   expect_error([&] { parse(w4); }, {"pass --dtype"});
   expect_error([&] { parse(w4, DType::float32); }, {"complex32"});
   EXPECT_EQ(parse(w4, DType::complex32).dtype, DType::complex32);
+  // ml_dtypes >= 0.7 writes complex32 as '<c4' (kind 'c', two binary16 parts): read without a hint.
+  const std::string c4 = npy_image(dict("<c4", "(1,)"), std::string("\x00\x3c\x00\xc0", 4));  // 1 - 2j
+  EXPECT_EQ(parse(c4).dtype, DType::complex32);
+  EXPECT_EQ(parse(c4, DType::complex32).dtype, DType::complex32);
+  expect_error([&] { parse(c4, DType::float32); }, {"t.npy: descr", "dtype given (float32)", "'<c4'"});
   expect_error([&] { parse(npy_image(dict("<f1", "(1,)"), "x"), DType::hifloat8); }, {"float8_e5m2"});
 }
 

@@ -253,3 +253,26 @@ def test_usage_errors(tmp_path):
     spec = tmp_path / "s.toml"
     spec.write_text("[matmul.bfloat16]\nstandard = 'nonsense'\n")
     _bad(kc("-i", EXAMPLES / "cases.csv", "--spec", spec), "s.toml")
+
+
+def test_csv_dtype_reinterprets_unsigned_codes_of_the_same_width(tmp_path):
+    """safetensors has no hifloat8 code, so such outputs are stored as U8: a case's `dtype = hifloat8` says
+    what the codes mean (same width); without it they are uint8 (binary); a dtype of another width is
+    refused (exit 3) instead of being ignored."""
+    from safetensors.numpy import save_file
+    rng = np.random.default_rng(5)
+    g = rng.integers(0x01, 0x60, 64).astype(np.uint8)  # positive finite hifloat8 codes
+    a = g.copy()
+    a[::7] += 1  # one code step: not bit-equal
+    save_file({"out": a}, str(tmp_path / "a.safetensors"))
+    save_file({"out": g}, str(tmp_path / "g.safetensors"))
+    c = tmp_path / "c.csv"
+    c.write_text("name,actual,golden,dtype\nh,a.safetensors,g.safetensors,hifloat8\n")
+    p = kc("-i", c)
+    assert "hifloat8, 64 elements" in p.stdout, p.stdout + p.stderr
+    assert "binary" not in p.stdout.split("\n", 3)[1], p.stdout
+    c.write_text("name,actual,golden\nh,a.safetensors,g.safetensors\n")
+    p = kc("-i", c)
+    assert "uint8, 64 elements" in p.stdout, p.stdout + p.stderr
+    c.write_text("name,actual,golden,dtype\nh,a.safetensors,g.safetensors,bfloat16\n")
+    _bad(kc("-i", c), "a.safetensors", "dtype", "bfloat16", "uint8")

@@ -156,3 +156,19 @@ def test_refusals(setup, tmp_path):
     write_tokenizer(other / "tokenizer.json", extra_merges=[("Ġ", "s")])
     r = kc("record", "--model", other, "--corpus", corpus, "-o", tmp_path / "g2.safetensors", check=False)
     assert r.returncode == 3 and "tokenizer" in r.stderr
+
+
+def test_hybrid_golden_names_the_hybrid_engine(tmp_path):
+    """A golden and a candidate recorded with the Gated DeltaNet hybrid engine say so in their provenance
+    (they said kerncheck-llama-f32, the other engine, before issue 18)."""
+    hybrid = DATA / "models" / "hybrid-tiny"
+    (tmp_path / "prose.txt").write_text(PROSE)
+    (tmp_path / "code.py").write_text(CODE)
+    kc("corpus", "build", "--tokenizer", hybrid, "--depths", "24", "--segments-per-depth", "2", "--decode-last", "4",
+       "--prose", tmp_path / "prose.txt", "--code", tmp_path / "code.py", "-o", tmp_path / "c.kcc")
+    kc("record", "--model", hybrid, "--corpus", tmp_path / "c.kcc", "-o", tmp_path / "g.kcg")
+    kc("record", "--model", hybrid, "--golden", tmp_path / "g.kcg", "--variant", "bf16", "-o", tmp_path / "b.kcc")
+    from safetensors import safe_open
+    for f in ("g.kcg", "b.kcc"):
+        with safe_open(str(tmp_path / f), "np") as h:
+            assert h.metadata()["engine"] == "kerncheck-hybrid-f32", f

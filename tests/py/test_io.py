@@ -140,9 +140,34 @@ def test_npy_from_numpy(name, tmp_path):
     _check_f64(name, tmp_path / "out.npy", arr, shape)
     if name == "hifloat32":  # saved from a float32 array: without a hint it is float32
         assert "dtype=float32" in _run("info", tmp_path / "a.npy").stdout
+    elif name == "complex32" and np.dtype(NP_TYPES[name]).str == "<c4":
+        # ml_dtypes >= 0.7 gives complex32 kind 'c', so numpy writes '<c4': unambiguous, read without a hint.
+        assert "dtype=complex32" in _run("info", tmp_path / "a.npy").stdout
     elif name not in NATIVE and name != "float8_e5m2":  # ml_dtypes writes e5m2 as '<f1', unambiguous
         p = _run("info", tmp_path / "a.npy", ok=False)
         assert p.returncode == 3 and "descr" in p.stderr and "pass --dtype" in p.stderr, p.stderr
+
+
+def _npy_with_descr(path, descr, payload, shape):
+    """An .npy file (version 1.0) with the given descr string, as numpy's writer lays it out."""
+    head = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}".encode()
+    head += b" " * (63 - (10 + len(head)) % 64) + b"\n"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head + payload)
+
+
+@pytest.mark.parametrize("descr", ["<c4", "<W4"])
+def test_npy_complex32_as_each_ml_dtypes_writes_it(descr, tmp_path):
+    """complex32 (float16 real, imaginary parts) as ml_dtypes >= 0.7 writes it ('<c4', numpy's name for a
+    complex of two 2-byte floats) and as earlier versions did ('<W4', needs the hint), whichever ml_dtypes
+    is installed here; a conflicting hint is refused."""
+    parts = np.array([1.5, -2.0, 0.0, 65504.0, -0.25, 1024.0], dtype=np.float16)
+    _npy_with_descr(tmp_path / "a.npy", descr, parts.tobytes(), (3,))
+    hint = "-" if descr == "<c4" else "complex32"
+    _run("f64", tmp_path / "a.npy", tmp_path / "out.npy", hint)
+    got = np.load(tmp_path / "out.npy")
+    np.testing.assert_array_equal(got, parts[0::2].astype(np.float64) + 1j * parts[1::2].astype(np.float64))
+    p = _run("info", tmp_path / "a.npy", "float32", ok=False)
+    assert p.returncode == 3 and "descr" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("name", list(NP_TYPES))
