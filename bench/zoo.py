@@ -153,7 +153,7 @@ def main() -> int:
     print(f"floor: {len(floor)} runs bf16+order={a.floor_seeds}: true KL mean {floor_true:.4e} "
           f"(runs {', '.join(f'{m:.4e}' for _, m in floor)}; spread {min(m for _, m in floor) / floor_true:.3f}"
           f"-{max(m for _, m in floor) / floor_true:.3f}x)")
-    cases = [c for c in BENIGN + BUGS if a.only is None or a.only in c[0]]
+    cases = [c for c in BUGS + BENIGN if a.only is None or a.only in c[0]]
     rows = []
     print(f"{'case':<16} {'kind':<12} {'true×':>7} {'top-k×':>7} {'verdict':<13} {'expected':<8} variant")
     for name, kind, variant in cases:
