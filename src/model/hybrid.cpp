@@ -149,7 +149,8 @@ void HybridModel::gdn_block(std::size_t il, HybridState& st, std::size_t T, bool
     for_tiles(T, P, [&](const Tile& t) {
       gemm_tile(t, s.xn.data() + t.r0 * D, D, w.w_in.data(), s.proj.data(), P, kernel_.order);
       if (t.c0 == 0)
-        gemm_tile(Tile{t.r0, t.r1, 0, 2 * Hv}, s.xn.data() + t.r0 * D, D, w.w_ba.data(), s.ba.data(), 2 * Hv, kernel_.order);
+        gemm_tile(Tile{t.r0, t.r1, 0, 2 * Hv}, s.xn.data() + t.r0 * D, D, w.w_ba.data(), s.ba.data(), 2 * Hv,
+                  kernel_.order);
     });
   }
   report("gdn.proj", L, p0, T, P, s.proj.data());
@@ -285,14 +286,16 @@ void HybridModel::ffn_block(std::size_t il, std::size_t T, Scratch& s) const {
       for (std::size_t j = 0; j < r.size(); ++j)
         std::memcpy(&xe[j * D], &s.xn[r[j].first * D], D * sizeof(float));
       s.gate.resize(r.size() * 2 * Im);
-      engine::gemm_nt(xe.data(), r.size(), D, w.ex_gate_up.data() + e * 2 * Im * D, 2 * Im, s.gate.data(), nullptr, kernel_.order);
+      engine::gemm_nt(xe.data(), r.size(), D, w.ex_gate_up.data() + e * 2 * Im * D, 2 * Im, s.gate.data(), nullptr,
+                      kernel_.order);
       s.up.resize(r.size() * Im);
       for (std::size_t j = 0; j < r.size(); ++j)
         for (std::size_t i = 0; i < Im; ++i) {
           const float g = s.gate[j * 2 * Im + i];
           s.up[j * Im + i] = g / (1.0f + std::exp(-g)) * s.gate[j * 2 * Im + Im + i];
         }
-      engine::gemm_nt(s.up.data(), r.size(), Im, w.ex_down.data() + e * D * Im, D, ye.data(), nullptr, kernel_.order);
+      engine::gemm_nt(s.up.data(), r.size(), Im, w.ex_down.data() + e * D * Im, D, ye.data(), nullptr,
+                      kernel_.order);
       for (std::size_t j = 0; j < r.size(); ++j)
         for (std::size_t i = 0; i < D; ++i) s.o[r[j].first * D + i] += ye[j * D + i] * r[j].second;
     }

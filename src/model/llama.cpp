@@ -92,6 +92,11 @@ void LlamaModel::linear(const float* x, std::size_t T, std::size_t k, std::span<
   engine::packed_gemm(x, T, f32, engine::GemmSchedule{kernel_.order, kernel_.bugs.gemm_bf16_every});
 }
 
+void LlamaModel::norm(const float* x, const float* w, std::size_t rows, std::size_t d, float* y) const {
+  engine::rmsnorm(x, w, rows, d, config_.rms_eps * kernel_.bugs.norm_eps_factor, y, kernel_.order,
+                  kernel_.bugs.norm_rsqrt_bits);
+}
+
 void LlamaModel::report(std::string_view name, int layer, std::size_t pos0, std::size_t rows,
                         std::size_t cols, float* data) const {
   if (hook_) hook_(TensorEvent{name, layer, -1, pos0, rows, cols, {data, rows * cols}});
@@ -105,8 +110,7 @@ void LlamaModel::attention_block(std::size_t il, LlamaState& st, std::size_t T, 
   float* k_new = st.k[il].data() + p0 * kvs;  // [T, nKV·hd] cache rows of the new tokens
   float* v_new = st.v[il].data() + p0 * kvs;  // [T, nKV·hd]
 
-  const float eps = c.rms_eps * kernel_.bugs.norm_eps_factor;
-  engine::rmsnorm(s.x.data(), w.attn_norm.data(), T, D, eps, s.xn.data(), kernel_.order, kernel_.bugs.norm_rsqrt_bits);  // xn [T, D]
+  norm(s.x.data(), w.attn_norm.data(), T, D, s.xn.data());  // xn [T, D]
   report("attn.norm", L, p0, T, D, s.xn.data());
   const LlamaQuantLayer* ql = quant_ ? &quant_->layers[il] : nullptr;
   const Linear qkv[] = {// q [T, nH·hd], k_new and v_new [T, nKV·hd]
@@ -117,8 +121,8 @@ void LlamaModel::attention_block(std::size_t il, LlamaState& st, std::size_t T, 
                         {w.wv, ql ? &ql->wv : nullptr, kvs, v_new, c.qkv_bias ? w.bv.data() : nullptr}};
   linear(s.xn.data(), T, D, qkv);
   if (c.qk_norm) {  // Qwen3: RMSNorm over each head's hd dims, before RoPE
-    engine::rmsnorm(s.q.data(), w.q_norm.data(), T * c.n_heads, hd, eps, s.q.data(), kernel_.order, kernel_.bugs.norm_rsqrt_bits);
-    engine::rmsnorm(k_new, w.k_norm.data(), T * c.n_kv_heads, hd, eps, k_new, kernel_.order, kernel_.bugs.norm_rsqrt_bits);
+    norm(s.q.data(), w.q_norm.data(), T * c.n_heads, hd, s.q.data());
+    norm(k_new, w.k_norm.data(), T * c.n_kv_heads, hd, k_new);
   }
   auto rope = c.rope_style == RopeStyle::rotate_half ? engine::rope_rotate_half : engine::rope_adjacent_pairs;
   rope(s.q.data(), T, c.n_heads, hd, hd, s.cos_t.data(), s.sin_t.data());
@@ -142,8 +146,7 @@ void LlamaModel::mlp_block(std::size_t il, std::size_t T, Scratch& s) const {
   const auto& w = weights_.layers[il];
   const int L = static_cast<int>(il);
   const std::size_t D = c.d_model, F = c.d_ff, p0 = s.pos0;
-  const float eps = c.rms_eps * kernel_.bugs.norm_eps_factor;
-  engine::rmsnorm(s.x.data(), w.mlp_norm.data(), T, D, eps, s.xn.data(), kernel_.order, kernel_.bugs.norm_rsqrt_bits);  // xn [T, D]
+  norm(s.x.data(), w.mlp_norm.data(), T, D, s.xn.data());  // xn [T, D]
   report("mlp.norm", L, p0, T, D, s.xn.data());
   const LlamaQuantLayer* ql = quant_ ? &quant_->layers[il] : nullptr;
   const Linear gate_up[] = {{w.w_gate, ql ? &ql->w_gate : nullptr, F, s.gate.data()},  // gate [T, F]
@@ -180,8 +183,7 @@ void LlamaModel::forward(LlamaState& st, std::span<const std::int32_t> tokens, S
   engine::rope_tables(inv_freq_, s.pos0, T, s.cos_t.data(), s.sin_t.data(), kernel_.bugs.rope_angle_bits);  // [T, hd/2]
   for (std::size_t il = 0; il < c.n_layers; ++il) layer(il, st, T, s);
   st.pos += T;
-  const float eps = c.rms_eps * kernel_.bugs.norm_eps_factor;
-  engine::rmsnorm(s.x.data(), weights_.final_norm.data(), T, D, eps, s.xn.data(), kernel_.order, kernel_.bugs.norm_rsqrt_bits);
+  norm(s.x.data(), weights_.final_norm.data(), T, D, s.xn.data());
   report("final.norm", -1, s.pos0, T, D, s.xn.data());
   if (!logits) return;
   const Linear lm{weights_.lm_head, quant_ ? &quant_->lm_head : nullptr, c.n_vocab, s.logits.data()};
