@@ -14,7 +14,7 @@ per case: case, kind, true KL-mean ratio, top-k KL-mean ratio (the judge's kl_me
 expected; then a summary: misses among regressions with true ratio >= 1.25, false alarms among benign.
 
   .venv/bin/python bench/zoo.py [--kerncheck build/src/kerncheck] [--judge BIN] [--work DIR]
-      [--model GGUF] [--floor-seeds 1,2,3,4] [--only SUBSTR] [--skip-judge] [--json OUT]
+      [--model GGUF] [--floor-seeds 1,2,3,4] [--only SUBSTR] [--skip-judge | --no-record] [--json OUT]
 
 --kerncheck records (it must know order=, bug: and --logits-out); --judge judges (default: the same binary;
 e.g. the new rule's /work/wt19j/build/src/kerncheck). Records take ~25-40 s each on a 2-core machine and run
@@ -104,6 +104,8 @@ def main() -> int:
     ap.add_argument("--floor-seeds", default="1,2,3,4")
     ap.add_argument("--only", default=None, help="only cases whose name contains this")
     ap.add_argument("--skip-judge", action="store_true", help="record and compute true KL only")
+    ap.add_argument("--no-record", action="store_true",
+                    help="judge only the cases already recorded in --work (the others are listed as skipped)")
     ap.add_argument("--judge-args", default="", help="extra arguments for `test` (space-separated)")
     ap.add_argument("--json", default=None, help="write the table as JSON here")
     a = ap.parse_args()
@@ -153,10 +155,18 @@ def main() -> int:
     print(f"floor: {len(floor)} runs bf16+order={a.floor_seeds}: true KL mean {floor_true:.4e} "
           f"(runs {', '.join(f'{m:.4e}' for _, m in floor)}; spread {min(m for _, m in floor) / floor_true:.3f}"
           f"-{max(m for _, m in floor) / floor_true:.3f}x)")
-    cases = [c for c in BUGS + BENIGN if a.only is None or a.only in c[0]]
+    # bugs (one strength each) and benign cases interleaved, then the rest, then the second strengths
+    first = [c for c in BUGS if not c[0].endswith("+")]
+    order = [c for pair in zip(first, BENIGN) for c in pair]
+    order += first[len(BENIGN):] + BENIGN[len(first):] + [c for c in BUGS if c[0].endswith("+")]
+    cases = [c for c in order if a.only is None or a.only in c[0]]
     rows = []
     print(f"{'case':<16} {'kind':<12} {'true×':>7} {'top-k×':>7} {'verdict':<13} {'expected':<8} variant")
+    skipped = []
     for name, kind, variant in cases:
+        if a.no_record and not (work / f"{safe(variant)}.kl.npy").exists():
+            skipped.append(name)
+            continue
         cand, mean = record(variant)
         ratio = mean / floor_true
         expected = "PASS" if kind == "benign" else ("FAIL" if ratio >= 1.25 else "(weak)")
@@ -183,11 +193,15 @@ def main() -> int:
         bugs = [r for r in rows if r["kind"] != "benign" and r["true_ratio"] >= 1.25]
         benign = [r for r in rows if r["kind"] == "benign"]
         missed = [r["case"] for r in bugs if r["verdict"] != "FAIL"]
-        alarms = [r["case"] for r in benign if r["verdict"] != "PASS"]
+        alarms = [r["case"] for r in benign if r["verdict"] == "FAIL"]
+        unsure = [r["case"] for r in rows if r["verdict"] == "INCONCLUSIVE"]
         weak = [r for r in rows if r["kind"] != "benign" and r["true_ratio"] < 1.25]
         print(f"summary: judge {judge}; regressions with true ratio >= 1.25: {len(bugs)}, missed "
-              f"{len(missed)} {missed}; benign: {len(benign)}, false alarms {len(alarms)} {alarms}; "
-              f"weak regressions (< 1.25): {len(weak)}, failed {sum(r['verdict'] == 'FAIL' for r in weak)}")
+              f"{len(missed)} {missed}; benign: {len(benign)}, false alarms (FAIL) {len(alarms)} {alarms}; "
+              f"weak regressions (< 1.25): {len(weak)}, failed {sum(r['verdict'] == 'FAIL' for r in weak)}; "
+              f"INCONCLUSIVE: {unsure}")
+    if skipped:
+        print(f"not recorded (skipped): {', '.join(skipped)}")
     print(f"total {time.time() - t_start:.0f} s", file=sys.stderr)
     if a.json:
         Path(a.json).write_text(json.dumps(dict(floor_true_kl_mean=floor_true, cases=rows), indent=1))
