@@ -29,6 +29,7 @@ struct RecordArgs {
   std::vector<std::string> round;        // --model mode: NAME[@LAYER]=BITS, appended as round: terms
   int prefill_block = 0;
   bool allow_other_model = false;
+  std::string logits_out;  // --model candidate mode
 };
 
 // --variant plus one round:NAME=BITS term per --round.
@@ -54,6 +55,9 @@ int record_with_model(const RecordArgs& a, const std::string& cmdline) {
   o.command_line = cmdline;
   o.k = a.k;
   o.allow_other_model = a.allow_other_model;
+  o.logits_out = a.logits_out;
+  if (!a.logits_out.empty() && a.golden.empty())
+    kc::fail("--logits-out: expected candidate mode (--golden GOLDEN), got golden mode (--corpus)");
   if (!a.golden.empty()) {
     if (!a.corpus.empty()) kc::fail("--model: give --corpus (golden) or --golden (candidate), not both");
     kc::record_candidate_with_model(o);
@@ -126,7 +130,8 @@ int run(int argc, char** argv) {
   app.add_option("--engine", a.engine, "what produced the logits")->capture_default_str();
   app.add_option("--variant", a.variant,
                  "with --model: precision variant of the engine, terms joined by '+': f32 (default) | bf16 | "
-                 "p=f32|bf16|f16|fp8|fp8x448|fp8x256 | kv=DTYPE | attn=exact|flash | round:NAME[@LAYER]=BITS "
+                 "p=f32|bf16|f16|fp8|fp8x448|fp8x256 | kv=DTYPE | attn=exact|flash | gdn=f32|fla | order=SEED | "
+                 "logits=f32|bf16|f16 | bug:NAME=STRENGTH | round:NAME[@LAYER]=BITS "
                  "(docs/lab.md); with --from-logits: a free label of what made the logits");
   app.add_option("--round", a.round,
                  "with --model, repeatable: keep tensor NAME (hook name, e.g. attn.out, optionally @LAYER) to "
@@ -142,6 +147,9 @@ int run(int argc, char** argv) {
   app.add_option("--tokenizer", a.tokenizer,
                  "--model mode: tokenizer (default: the GGUF's metadata or the folder's tokenizer.json)")
       ->check(CLI::ExistingPath);
+  app.add_option("--logits-out", a.logits_out,
+                 "--model candidate mode: also write every position's full logits (f32 [N, vocab] .npy, golden "
+                 "order; N·vocab·4 bytes) for a full-vocabulary KL outside the judge (bench/zoo.py)");
   app.add_flag("--allow-other-model", a.allow_other_model,
                "--model candidate mode: accept a model that is not the golden's");
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
@@ -151,8 +159,10 @@ int run(int argc, char** argv) {
     return record_with_model(a, cmdline);
   }
   if (!a.corpus.empty() || !a.tokenizer.empty() || a.allow_other_model || !a.round.empty() ||
-      a.prefill_block != 0)
-    kc::fail("--corpus, --tokenizer, --allow-other-model, --round and --prefill-block need --model MODEL");
+      a.prefill_block != 0 || !a.logits_out.empty())
+    kc::fail(
+        "--corpus, --tokenizer, --allow-other-model, --round, --prefill-block and --logits-out need --model "
+        "MODEL");
   if (a.from_logits.empty())
     kc::fail("expected a source: --from-logits LOGITS or --model MODEL (see kerncheck record --help)");
   if (!a.golden.empty()) {

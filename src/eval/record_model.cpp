@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -385,6 +386,44 @@ void record_golden_with_model(const RecordModelOptions& o) {
               sum.c_str());
 }
 
+// Full logits [n, vocab] f32 written row by row into a preallocated .npy (record --logits-out).
+class NpyRowWriter {
+ public:
+  NpyRowWriter(const std::string& path, std::int64_t n, std::int64_t vocab) : path_(path), vocab_(vocab) {
+    std::string h = fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}", n, vocab);
+    const std::size_t total = (10 + h.size() + 1 + 63) / 64 * 64;  // magic, version, len, dict, '\n'
+    h.append(total - 10 - h.size() - 1, ' ');
+    h.push_back('\n');
+    f_ = std::fopen(path.c_str(), "wb");
+    if (!f_) fail("{}: --logits-out: expected a writable file, got an open error", path);
+    const char magic[] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0};
+    const auto hl = static_cast<std::uint16_t>(h.size());
+    const unsigned char len[2] = {static_cast<unsigned char>(hl & 0xFF), static_cast<unsigned char>(hl >> 8)};
+    header_ = static_cast<long long>(10 + h.size());
+    if (std::fwrite(magic, 1, 8, f_) != 8 || std::fwrite(len, 1, 2, f_) != 2 ||
+        std::fwrite(h.data(), 1, h.size(), f_) != h.size())
+      fail("{}: --logits-out: write failed", path);
+  }
+  ~NpyRowWriter() {
+    if (f_) std::fclose(f_);
+  }
+  void rows(std::int64_t pos, std::span<const float> lg) {
+    if (fseeko(f_, static_cast<off_t>(header_ + pos * vocab_ * 4), SEEK_SET) != 0 ||
+        std::fwrite(lg.data(), sizeof(float), lg.size(), f_) != lg.size())
+      fail("{}: --logits-out: write failed at position {}", path_, pos);
+  }
+  void close() {
+    if (std::fclose(f_) != 0) fail("{}: --logits-out: close failed", path_);
+    f_ = nullptr;
+  }
+
+ private:
+  std::string path_;
+  std::int64_t vocab_;
+  long long header_ = 0;
+  std::FILE* f_ = nullptr;
+};
+
 void record_candidate_with_model(const RecordModelOptions& o) {
   Golden g = read_golden(o.golden);
   std::vector<std::int32_t> first;
@@ -445,6 +484,8 @@ void record_candidate_with_model(const RecordModelOptions& o) {
     jobs.push_back(std::move(j));
   }
   Checkpoints ck(o.out, run_key(o, "candidate", L.identity, g.meta.checksum));
+  std::optional<NpyRowWriter> logits_out;
+  if (!o.logits_out.empty()) logits_out.emplace(o.logits_out, g.meta.n, V);
   Progress prog(g.meta.n, jobs.size());
   CandidateBuffers all;
   all.k = g.meta.k;
@@ -456,7 +497,7 @@ void record_candidate_with_model(const RecordModelOptions& o) {
     c.k = g.meta.k;
     const std::size_t n = static_cast<std::size_t>(j.depth);
     bool reused = false;
-    if (ck.has(j.index)) {
+    if (ck.has(j.index) && !logits_out) {  // --logits-out needs every row computed
       SafetensorsFile f = SafetensorsFile::open(ck.file(j.index));
       reused = vec_from(f, "logprobs_at_ref", DType::float32, n * k, c.logprobs_at_ref) &&
                vec_from(f, "other_logprob", DType::float32, n, c.other_logprob) &&
@@ -469,6 +510,7 @@ void record_candidate_with_model(const RecordModelOptions& o) {
     if (!reused) {
       if (stop >= 0 && computed >= stop) interrupted(o.out, computed);
       run_job(*L.model, j, o.prefill_block, [&](std::int64_t p0, std::int64_t r, std::span<const float> lg) {
+        if (logits_out) logits_out->rows(j.start + p0, lg.first(static_cast<std::size_t>(r * V)));
         CandidateBuffers part = record_candidate(wrap_logits(lg, r, V, fmt::format("{} segment {}", o.model, j.index)),
                                                  g, j.start + p0, j.start + p0 + r);
         append(c.logprobs_at_ref, part.logprobs_at_ref), append(c.other_logprob, part.other_logprob);
@@ -506,6 +548,7 @@ void record_candidate_with_model(const RecordModelOptions& o) {
     write_safetensors(o.out, ts, md);
   }
   ck.finish();
+  if (logits_out) logits_out->close();
   std::printf("wrote candidate %s: %lld positions of %s, checksum %s\n", o.out.c_str(),
               static_cast<long long>(m.n), o.golden.c_str(), sum.c_str());
 }

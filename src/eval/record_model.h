@@ -25,6 +25,9 @@ struct RecordModelOptions {
   int prefill_block = 0;           // 0: one prefill call per segment; N: calls of N tokens (metadata
                                    // kerncheck.prefill_block; a hybrid stores its state between blocks)
   bool allow_other_model = false;  // candidate mode: accept a model whose identity differs from the golden's
+  std::string logits_out;          // candidate mode: also write every position's full logits, f32 [N, vocab]
+                                   // .npy in golden order (true full-vocabulary KL, bench/zoo.py); no reuse
+                                   // of checkpoints then
 };
 
 // "model-xxh3:<hex>" over the model file (GGUF) or the checkpoint's config.json and *.safetensors.

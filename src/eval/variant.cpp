@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -14,8 +15,46 @@ namespace {
 
 constexpr const char* kSyntax =
     "terms joined by '+': f32 | bf16 | p=f32|bf16|f16|fp8|fp8x448|fp8x256 | kv=DTYPE | attn=exact|flash | "
-    "gdn=f32|fla | "
-    "round:NAME[@LAYER]=BITS (BITS 0…23), e.g. bf16+p=fp8x448+round:mlp.out=5";
+    "gdn=f32|fla | order=SEED (integer ≥ 0) | logits=f32|bf16|f16 | bug:NAME=STRENGTH | "
+    "round:NAME[@LAYER]=BITS (BITS 0…23), e.g. bf16+p=fp8x448+round:mlp.out=5, bf16+order=3";
+
+// The injected regressions of `bug:NAME=STRENGTH` (docs/lab.md, the zoo of bench/zoo.py). `bits`: STRENGTH
+// is a mantissa width 0 … 22 (smaller = stronger); `count`: an integer ≥ 1 (smaller = stronger); `real`: a
+// real number ≠ 0 (|larger| = stronger); `factor`: a real > 0, ≠ 1.
+enum class BugArg { bits, count, real, factor };
+struct BugSpec {
+  const char* name;
+  BugArg arg;
+  const char* what;
+};
+constexpr BugSpec kBugs[] = {
+    {"attn_scale", BugArg::real, "attention: softmax scale times 1 + S (hook: attn.q scaled)"},
+    {"deep_score", BugArg::real,
+     "depth only: attention scores of keys at positions ≥ 256 (past a tile boundary) times 1 + S"},
+    {"kv_k", BugArg::bits, "KV cache: K kept to S mantissa bits as it enters the cache (V untouched)"},
+    {"kv_v", BugArg::bits, "KV cache: V kept to S mantissa bits as it enters the cache (K untouched)"},
+    {"decode_kv", BugArg::bits,
+     "decode only: K and V rows written by single-token steps kept to S mantissa bits"},
+    {"rope", BugArg::bits, "RoPE: angle pos·inv_freq kept to S mantissa bits (wrong at large positions)"},
+    {"norm_rsqrt", BugArg::bits, "RMSNorm: 1/sqrt(var + eps) kept to S mantissa bits (rsqrt, no Newton step)"},
+    {"norm_eps", BugArg::factor, "RMSNorm: eps times S (a wrong eps)"},
+    {"gemm_acc", BugArg::count,
+     "GEMM accumulation (Llama's packed GEMM): partial sums stored as bf16 every S k"},
+    {"silu", BugArg::bits, "activation: SiLU's sigmoid kept to S mantissa bits (an approximate SiLU)"},
+    {"logits_scale", BugArg::real, "logits: times 1 + S (a temperature bug)"},
+};
+
+const BugSpec* find_bug(std::string_view name) {
+  for (const auto& b : kBugs)
+    if (name == b.name) return &b;
+  return nullptr;
+}
+
+std::string bug_names() {
+  std::string s;
+  for (const auto& b : kBugs) s += (s.empty() ? "" : ", ") + std::string(b.name);
+  return s;
+}
 
 constexpr const char* kPNames[] = {"f32", "bf16", "f16", "fp8", "fp8x448", "fp8x256"};
 
@@ -66,6 +105,9 @@ std::vector<std::string> terms_of(const Variant& v) {
   if (v.attention == engine::AttentionKernel::flash) t.push_back("attn=flash");
   if (v.gdn_fla) t.push_back("gdn=fla");
   for (const auto& r : v.round) t.push_back(round_term(r));
+  if (v.order != 0) t.push_back(fmt::format("order={}", v.order));
+  if (v.logits && *v.logits != DType::float32) t.push_back("logits=" + kv_name(*v.logits));
+  for (const auto& b : v.bugs) t.push_back(fmt::format("bug:{}={}", b.name, b.strength));
   std::sort(t.begin(), t.end());
   return t;
 }
@@ -90,6 +132,7 @@ void for_chunks(float* x, std::size_t n, bool may_parallel, const Fn& fn) {
 
 bool Variant::is_reference() const {
   if (bf16_base || gdn_fla || attention != engine::AttentionKernel::exact) return false;
+  if (order != 0 || !bugs.empty() || (logits && *logits != DType::float32)) return false;
   if (p && *p != "f32") return false;
   if (kv && *kv != DType::float32) return false;
   for (const auto& r : round)
@@ -100,7 +143,7 @@ bool Variant::is_reference() const {
 Variant parse_variant(std::string_view spec, std::string_view field) {
   Variant v;
   if (spec.empty()) return v;
-  bool f32_base = false, attn_set = false, gdn_set = false;
+  bool f32_base = false, attn_set = false, gdn_set = false, order_set = false;
   std::size_t b = 0;
   while (true) {
     const std::size_t e = spec.find('+', b);
@@ -145,6 +188,53 @@ Variant parse_variant(std::string_view spec, std::string_view field) {
         v.gdn_fla = true;
       else if (k != "f32")
         bad_term(field, spec, term, "unknown GDN prefill (f32, fla)");
+    } else if (term.substr(0, 6) == "order=") {
+      if (order_set) bad_term(field, spec, term, "order= given twice");
+      order_set = true;
+      const std::string_view d = term.substr(6);
+      auto [ptr, ec] = std::from_chars(d.data(), d.data() + d.size(), v.order);
+      if (d.empty() || ec != std::errc() || ptr != d.data() + d.size())
+        bad_term(field, spec, term, "SEED must be an integer 0 … 4294967295 (0 = the default order)");
+    } else if (term.substr(0, 7) == "logits=") {
+      const std::string_view d = term.substr(7);
+      if (v.logits) bad_term(field, spec, term, "logits= given twice");
+      if (d == "f32")
+        v.logits = DType::float32;
+      else if (d == "bf16")
+        v.logits = DType::bfloat16;
+      else if (d == "f16")
+        v.logits = DType::float16;
+      else
+        bad_term(field, spec, term, "unknown logits dtype (f32, bf16, f16)");
+    } else if (term.substr(0, 4) == "bug:") {
+      const std::string_view body = term.substr(4);
+      const std::size_t eq = body.find('=');
+      if (eq == std::string_view::npos) bad_term(field, spec, term, "missing =STRENGTH");
+      const std::string_view name = body.substr(0, eq), val = body.substr(eq + 1);
+      const BugSpec* b = find_bug(name);
+      if (!b) bad_term(field, spec, term, fmt::format("unknown bug '{}' (one of {})", name, bug_names()));
+      for (const auto& o : v.bugs)
+        if (o.name == name) bad_term(field, spec, term, "this bug is given twice");
+      double x = 0;
+      auto [ptr, ec] = std::from_chars(val.data(), val.data() + val.size(), x);
+      const bool number = !val.empty() && ec == std::errc() && ptr == val.data() + val.size() && std::isfinite(x);
+      switch (b->arg) {
+        case BugArg::bits:
+          if (!number || x != std::floor(x) || x < 0 || x > 22)
+            bad_term(field, spec, term, "STRENGTH must be a mantissa width, an integer 0 … 22");
+          break;
+        case BugArg::count:
+          if (!number || x != std::floor(x) || x < 1 || x > 1e9)
+            bad_term(field, spec, term, "STRENGTH must be an integer ≥ 1 (a k interval)");
+          break;
+        case BugArg::real:
+          if (!number || x == 0) bad_term(field, spec, term, "STRENGTH must be a real number ≠ 0");
+          break;
+        case BugArg::factor:
+          if (!number || x <= 0 || x == 1) bad_term(field, spec, term, "STRENGTH must be a real factor > 0, ≠ 1");
+          break;
+      }
+      v.bugs.push_back({std::string(name), x});
     } else if (term.substr(0, 6) == "round:") {
       const std::string_view body = term.substr(6);
       const std::size_t eq = body.rfind('=');
@@ -172,6 +262,8 @@ Variant parse_variant(std::string_view spec, std::string_view field) {
     b = e + 1;
   }
   if (f32_base && v.bf16_base) fail("{}: '{}': f32 and bf16 are both bases; give one", field, spec);
+  std::sort(v.bugs.begin(), v.bugs.end(),
+            [](const InjectedBug& a, const InjectedBug& b) { return a.name < b.name; });
   // Canonical order of the round terms (the hook applies them in this order).
   std::sort(v.round.begin(), v.round.end(),
             [](const TensorRounding& a, const TensorRounding& b) { return round_term(a) < round_term(b); });
@@ -251,9 +343,31 @@ std::shared_ptr<VariantUsage> apply_variant(CausalLM& model, const Variant& v, e
   engine::KernelOptions ko;
   ko.attention = v.attention;
   ko.gdn_fla_casts = v.gdn_fla;
+  ko.order = v.order;
+  // Bugs that live in the engine's kernels go into its options; the rest into the hook below.
+  float attn_scale = 0, logits_scale = 0;
+  int kv_k = 23, kv_v = 23, decode_kv = 23;
+  for (const auto& b : v.bugs) {
+    const auto bits = static_cast<int>(b.strength);
+    if (b.name == "attn_scale") attn_scale = static_cast<float>(b.strength);
+    if (b.name == "deep_score") ko.bugs.deep_score = static_cast<float>(b.strength);
+    if (b.name == "kv_k") kv_k = bits;
+    if (b.name == "kv_v") kv_v = bits;
+    if (b.name == "decode_kv") decode_kv = bits;
+    if (b.name == "rope") ko.bugs.rope_angle_bits = bits;
+    if (b.name == "norm_rsqrt") ko.bugs.norm_rsqrt_bits = bits;
+    if (b.name == "norm_eps") ko.bugs.norm_eps_factor = static_cast<float>(b.strength);
+    if (b.name == "gemm_acc") ko.bugs.gemm_bf16_every = static_cast<std::size_t>(b.strength);
+    if (b.name == "silu") ko.bugs.silu_sigmoid_bits = bits;
+    if (b.name == "logits_scale") logits_scale = static_cast<float>(b.strength);
+  }
   model.set_kernel_options(ko);
   auto usage = std::make_shared<VariantUsage>(v);
-  if (v.is_reference() && v.round.empty() && !inner) {
+  const bool hook_bugs = attn_scale != 0 || logits_scale != 0 || kv_k < 23 || kv_v < 23 || decode_kv < 23;
+  const std::optional<DType> logits_dt =
+      v.logits && *v.logits != DType::float32 ? v.logits : std::nullopt;
+  if (!v.bf16_base && !v.gdn_fla && v.attention == engine::AttentionKernel::exact && !(v.p && *v.p != "f32") &&
+      !(v.kv && *v.kv != DType::float32) && v.round.empty() && !hook_bugs && !logits_dt && !inner) {
     model.set_hook(nullptr);  // the reference: no hook at all (fastest, bitwise the plain engine)
     return usage;
   }
@@ -275,6 +389,18 @@ std::shared_ptr<VariantUsage> apply_variant(CausalLM& model, const Variant& v, e
     for (const auto& r : round)
       if (r.name == ev.name && (r.layer < 0 || r.layer == ev.layer))
         for_chunks(x, n, !is_p, [&](float* y, std::size_t m) { round_mantissa_inplace(y, m, r.bits); });
+    if (hook_bugs && !is_p) {
+      if (attn_scale != 0 && ev.name == "attn.q")  // q·(1+S) is the score scale times 1+S
+        for (std::size_t i = 0; i < n; ++i) x[i] *= 1.0f + attn_scale;
+      if (logits_scale != 0 && ev.name == "logits")
+        for (std::size_t i = 0; i < n; ++i) x[i] *= 1.0f + logits_scale;
+      if (kv_k < 23 && ev.name == "attn.k") round_mantissa_inplace(x, n, kv_k);
+      if (kv_v < 23 && ev.name == "attn.v") round_mantissa_inplace(x, n, kv_v);
+      if (decode_kv < 23 && ev.rows == 1 && (ev.name == "attn.k" || ev.name == "attn.v"))
+        round_mantissa_inplace(x, n, decode_kv);
+    }
+    if (logits_dt && ev.name == "logits")
+      for_chunks(x, n, true, [&](float* y, std::size_t m) { quantize_inplace(*logits_dt, y, m); });
     if (inner) inner(ev);
   });
   return usage;

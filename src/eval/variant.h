@@ -15,14 +15,22 @@
 //                       (engine::KernelOptions::gdn_fla_casts; no effect on models without GDN layers)
 //   round:NAME=BITS     tensor NAME kept to BITS mantissa bits (round_mantissa, RNE, exponent unchanged);
 //                       NAME is a hook name ("attn.out", "gdn.state"), optionally one layer: "attn.out@3"
+//   order=SEED          another summation order of equal precision (engine::KernelOptions::order): GEMM K
+//                       blocks, attention key blocks, RMSNorm reductions in SEED's drawn order; SEED ≥ 0,
+//                       0 = the default order. An equally correct implementation: a noise-floor run
+//   logits=DTYPE        logits rounded to DTYPE (f32 | bf16 | f16) before the log-softmax, as an engine
+//                       that returns bf16 logits (vLLM in bf16)
+//   bug:NAME=STRENGTH   an injected regression (kBugs in variant.cpp, docs/lab.md): attn_scale, deep_score,
+//                       kv_k, kv_v, decode_kv, rope, norm_rsqrt, norm_eps, gemm_acc, silu, logits_scale
 // Example: "bf16+p=fp8x448+round:mlp.out=5".
 // The canonical form drops terms that equal the default (f32 with other terms, p=f32, kv=f32,
 // attn=exact) and keeps round terms as written (round:X=23 is a sweep's end point).
 //
 // Hook order per event: bf16 activation rounding, then kv (attn.k/v), then p (attn.p), then the round:
-// terms in canonical order, then `inner`.
+// terms in canonical order, then the hook's bug: terms, then logits=, then `inner`.
 #pragma once
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,6 +50,11 @@ struct TensorRounding {
   int bits = 23;     // mantissa bits kept, 0 … 23
 };
 
+struct InjectedBug {
+  std::string name;  // a name of kBugs (variant.cpp)
+  double strength = 0;
+};
+
 struct Variant {
   bool bf16_base = false;
   std::optional<std::string> p;  // "f32" "bf16" "f16" "fp8" "fp8x448" "fp8x256"
@@ -49,6 +62,9 @@ struct Variant {
   engine::AttentionKernel attention = engine::AttentionKernel::exact;
   bool gdn_fla = false;  // gdn=fla: FLA-style bf16 casts in the Gated DeltaNet chunked prefill
   std::vector<TensorRounding> round;
+  std::uint32_t order = 0;        // order=SEED
+  std::optional<DType> logits;    // logits=DTYPE
+  std::vector<InjectedBug> bugs;  // bug:NAME=STRENGTH, sorted by name
   bool is_reference() const;  // no term changes the f32 engine's bits
 };
 

@@ -50,16 +50,19 @@ void for_tiles(std::size_t m, std::size_t n, Fn&& fn) {
 }
 
 // One tile of y = x·wᵀ: x rows from x_rows (row r0 of the tile at x_rows[0]), y at row stride ldy.
-void gemm_tile(const Tile& t, const float* x_rows, std::size_t k, const float* w, float* y, std::size_t ldy) {
-  engine::sgemm_nt_serial(x_rows, k, w + t.c0 * k, k, y + t.r0 * ldy + t.c0, ldy, t.r1 - t.r0, t.c1 - t.c0,
-                          k);
+// order ≠ 0 (`order=SEED`): K in the seed's blocks and order (engine::sgemm_nt_ordered).
+void gemm_tile(const Tile& t, const float* x_rows, std::size_t k, const float* w, float* y, std::size_t ldy,
+               std::uint32_t order) {
+  engine::sgemm_nt_ordered(x_rows, k, w + t.c0 * k, k, y + t.r0 * ldy + t.c0, ldy, t.r1 - t.r0, t.c1 - t.c0,
+                           k, order);
 }
 
 // y[m, n] = x[m, k]·w[n, k]ᵀ: prefill tiles above; a decode step (m = 1) is the engine's GEMV.
-void gemm(const float* x, std::size_t m, std::size_t k, const float* w, std::size_t n, float* y) {
-  if (m <= 1) return engine::gemm_nt(x, m, k, w, n, y);
+void gemm(const float* x, std::size_t m, std::size_t k, const float* w, std::size_t n, float* y,
+          std::uint32_t order) {
+  if (m <= 1) return engine::gemm_nt(x, m, k, w, n, y, nullptr, order);
   engine::init_blas();
-  for_tiles(m, n, [&](const Tile& t) { gemm_tile(t, x + t.r0 * k, k, w, y, n); });
+  for_tiles(m, n, [&](const Tile& t) { gemm_tile(t, x + t.r0 * k, k, w, y, n, order); });
 }
 
 // y[r0:r1, c0:c1] += o[r0:r1, c0:c1] (both [·, ld]).
@@ -122,7 +125,8 @@ void HybridModel::norm(const std::vector<float>& w, const float* x, std::size_t 
   thread_local std::vector<float> w1;
   w1.resize(w.size());
   for (std::size_t i = 0; i < w.size(); ++i) w1[i] = 1.0f + w[i];
-  engine::rmsnorm(x, w1.data(), rows, d, config_.rms_eps, y);
+  engine::rmsnorm(x, w1.data(), rows, d, config_.rms_eps * kernel_.bugs.norm_eps_factor, y, kernel_.order,
+                  kernel_.bugs.norm_rsqrt_bits);
 }
 
 void HybridModel::gdn_block(std::size_t il, HybridState& st, std::size_t T, bool decode_step, bool store,
@@ -138,14 +142,15 @@ void HybridModel::gdn_block(std::size_t il, HybridState& st, std::size_t T, bool
   norm(w.in_norm, s.x.data(), T, D, s.xn.data());
   report("gdn.norm", L, p0, T, D, s.xn.data());
   if (T <= 1) {
-    engine::gemm_nt(s.xn.data(), T, D, w.w_in.data(), P, s.proj.data());
-    engine::gemm_nt(s.xn.data(), T, D, w.w_ba.data(), 2 * Hv, s.ba.data());
+    engine::gemm_nt(s.xn.data(), T, D, w.w_in.data(), P, s.proj.data(), nullptr, kernel_.order);
+    engine::gemm_nt(s.xn.data(), T, D, w.w_ba.data(), 2 * Hv, s.ba.data(), nullptr, kernel_.order);
   } else {  // [T, q|k|v|z] and [T, b|a] in one region: the b|a rows ride with column tile 0
     engine::init_blas();
     for_tiles(T, P, [&](const Tile& t) {
-      gemm_tile(t, s.xn.data() + t.r0 * D, D, w.w_in.data(), s.proj.data(), P);
+      gemm_tile(t, s.xn.data() + t.r0 * D, D, w.w_in.data(), s.proj.data(), P, kernel_.order);
       if (t.c0 == 0)
-        gemm_tile(Tile{t.r0, t.r1, 0, 2 * Hv}, s.xn.data() + t.r0 * D, D, w.w_ba.data(), s.ba.data(), 2 * Hv);
+        gemm_tile(Tile{t.r0, t.r1, 0, 2 * Hv}, s.xn.data() + t.r0 * D, D, w.w_ba.data(), s.ba.data(), 2 * Hv,
+                  kernel_.order);
     });
   }
   report("gdn.proj", L, p0, T, P, s.proj.data());
@@ -196,9 +201,9 @@ void HybridModel::attention_block(std::size_t il, HybridState& st, std::size_t T
 
   norm(w.in_norm, s.x.data(), T, D, s.xn.data());
   report("attn.norm", L, p0, T, D, s.xn.data());
-  gemm(s.xn.data(), T, D, w.wq.data(), 2 * qs, s.qg.data());  // per head [query hd | gate hd]
-  gemm(s.xn.data(), T, D, w.wk.data(), kvs, k_new);
-  gemm(s.xn.data(), T, D, w.wv.data(), kvs, v_new);
+  gemm(s.xn.data(), T, D, w.wq.data(), 2 * qs, s.qg.data(), kernel_.order);  // per head [query hd | gate hd]
+  gemm(s.xn.data(), T, D, w.wk.data(), kvs, k_new, kernel_.order);
+  gemm(s.xn.data(), T, D, w.wv.data(), kvs, v_new, kernel_.order);
   for (std::size_t t = 0; t < T; ++t)
     for (std::size_t h = 0; h < nH; ++h) {
       const float* src = &s.qg[t * 2 * qs + h * 2 * hd];
@@ -236,20 +241,20 @@ void HybridModel::ffn_block(std::size_t il, std::size_t T, Scratch& s) const {
                    std::size_t rows, float* out, bool named) {
     s.gate.resize(rows * F), s.up.resize(rows * F);
     if (rows <= 1) {
-      engine::gemm_nt(x, rows, D, wg, F, s.gate.data());
-      engine::gemm_nt(x, rows, D, wu, F, s.up.data());
+      engine::gemm_nt(x, rows, D, wg, F, s.gate.data(), nullptr, kernel_.order);
+      engine::gemm_nt(x, rows, D, wu, F, s.up.data(), nullptr, kernel_.order);
     } else {  // the tiles of ffn_fused
       engine::init_blas();
       for_tiles(rows, F, [&](const Tile& t) {
-        gemm_tile(t, x + t.r0 * D, D, wg, s.gate.data(), F);
-        gemm_tile(t, x + t.r0 * D, D, wu, s.up.data(), F);
+        gemm_tile(t, x + t.r0 * D, D, wg, s.gate.data(), F, kernel_.order);
+        gemm_tile(t, x + t.r0 * D, D, wu, s.up.data(), F, kernel_.order);
       });
     }
     if (named)
       report("mlp.gate", L, p0, rows, F, s.gate.data()), report("mlp.up", L, p0, rows, F, s.up.data());
-    engine::silu_mul(s.gate.data(), s.up.data(), rows * F, s.gate.data());
+    engine::silu_mul(s.gate.data(), s.up.data(), rows * F, s.gate.data(), kernel_.bugs.silu_sigmoid_bits);
     if (named) report("mlp.act", L, p0, rows, F, s.gate.data());
-    gemm(s.gate.data(), rows, F, wd, D, out);
+    gemm(s.gate.data(), rows, F, wd, D, out, kernel_.order);
   };
   if (!c.moe[il]) {
     dense(w.w_gate.data(), w.w_up.data(), w.w_down.data(), c.d_ff, s.xn.data(), T, s.o.data(), true);
@@ -258,7 +263,7 @@ void HybridModel::ffn_block(std::size_t il, std::size_t T, Scratch& s) const {
     // sigmoid-gated shared expert (Qwen3NextSparseMoeBlock).
     const std::size_t E = c.n_experts, K = c.top_k, Im = c.moe_ff;
     std::vector<float> probs(T * E);
-    engine::gemm_nt(s.xn.data(), T, D, w.router.data(), E, probs.data());
+    engine::gemm_nt(s.xn.data(), T, D, w.router.data(), E, probs.data(), nullptr, kernel_.order);
     report("moe.router", L, p0, T, E, probs.data());
     engine::softmax_rows(probs.data(), T, E);
     std::vector<std::vector<std::pair<std::size_t, float>>> routed(E);  // expert → (token, weight)
@@ -281,20 +286,22 @@ void HybridModel::ffn_block(std::size_t il, std::size_t T, Scratch& s) const {
       for (std::size_t j = 0; j < r.size(); ++j)
         std::memcpy(&xe[j * D], &s.xn[r[j].first * D], D * sizeof(float));
       s.gate.resize(r.size() * 2 * Im);
-      engine::gemm_nt(xe.data(), r.size(), D, w.ex_gate_up.data() + e * 2 * Im * D, 2 * Im, s.gate.data());
+      engine::gemm_nt(xe.data(), r.size(), D, w.ex_gate_up.data() + e * 2 * Im * D, 2 * Im, s.gate.data(), nullptr,
+                      kernel_.order);
       s.up.resize(r.size() * Im);
       for (std::size_t j = 0; j < r.size(); ++j)
         for (std::size_t i = 0; i < Im; ++i) {
           const float g = s.gate[j * 2 * Im + i];
           s.up[j * Im + i] = g / (1.0f + std::exp(-g)) * s.gate[j * 2 * Im + Im + i];
         }
-      engine::gemm_nt(s.up.data(), r.size(), Im, w.ex_down.data() + e * D * Im, D, ye.data());
+      engine::gemm_nt(s.up.data(), r.size(), Im, w.ex_down.data() + e * D * Im, D, ye.data(), nullptr,
+                      kernel_.order);
       for (std::size_t j = 0; j < r.size(); ++j)
         for (std::size_t i = 0; i < D; ++i) s.o[r[j].first * D + i] += ye[j * D + i] * r[j].second;
     }
     std::vector<float> sh(T * D), sg(T);
     dense(w.sh_gate.data(), w.sh_up.data(), w.sh_down.data(), c.shared_ff, s.xn.data(), T, sh.data(), false);
-    engine::gemm_nt(s.xn.data(), T, D, w.sh_gate_w.data(), 1, sg.data());
+    engine::gemm_nt(s.xn.data(), T, D, w.sh_gate_w.data(), 1, sg.data(), nullptr, kernel_.order);
     for (std::size_t t = 0; t < T; ++t) {
       const float gt = 1.0f / (1.0f + std::exp(-sg[t]));
       for (std::size_t i = 0; i < D; ++i) s.o[t * D + i] += gt * sh[t * D + i];
@@ -313,11 +320,11 @@ void HybridModel::ffn_fused(std::size_t il, std::size_t T, Scratch& s) const {
   norm(w.post_norm, s.x.data(), T, D, s.xn.data());
   engine::init_blas();
   for_tiles(T, F, [&](const Tile& t) {
-    gemm_tile(t, s.xn.data() + t.r0 * D, D, w.w_gate.data(), s.gate.data(), F);
-    gemm_tile(t, s.xn.data() + t.r0 * D, D, w.w_up.data(), s.up.data(), F);
+    gemm_tile(t, s.xn.data() + t.r0 * D, D, w.w_gate.data(), s.gate.data(), F, kernel_.order);
+    gemm_tile(t, s.xn.data() + t.r0 * D, D, w.w_up.data(), s.up.data(), F, kernel_.order);
     for (std::size_t r = t.r0; r < t.r1; ++r) {
       float* g = s.gate.data() + r * F + t.c0;
-      engine::silu_mul(g, s.up.data() + r * F + t.c0, t.c1 - t.c0, g);
+      engine::silu_mul(g, s.up.data() + r * F + t.c0, t.c1 - t.c0, g, kernel_.bugs.silu_sigmoid_bits);
     }
   });
   project_residual(s.gate.data(), T, F, w.w_down, s, "mlp.out", static_cast<int>(il));
@@ -331,12 +338,12 @@ void HybridModel::project_residual(const float* in, std::size_t T, std::size_t k
   if (!hook_ && T > 1) {
     engine::init_blas();
     for_tiles(T, D, [&](const Tile& t) {
-      gemm_tile(t, in + t.r0 * k, k, w.data(), s.o.data(), D);
+      gemm_tile(t, in + t.r0 * k, k, w.data(), s.o.data(), D, kernel_.order);
       add_tile(t, s.x.data(), s.o.data(), D);
     });
     return;
   }
-  gemm(in, T, k, w.data(), D, s.o.data());
+  gemm(in, T, k, w.data(), D, s.o.data(), kernel_.order);
   report(name, layer, s.pos0, T, D, s.o.data());
   engine::add_inplace(s.x.data(), s.o.data(), T * D);
 }
@@ -354,7 +361,7 @@ void HybridModel::forward(HybridState& st, std::span<const std::int32_t> tokens,
     std::memcpy(&s.x[t * D], &embed_[static_cast<std::size_t>(tokens[t]) * D], D * sizeof(float));
   report("embed", -1, s.pos0, T, D, s.x.data());
   s.cos_t.resize(T * c.rot_dim / 2), s.sin_t.resize(T * c.rot_dim / 2);
-  engine::rope_tables(inv_freq_, s.pos0, T, s.cos_t.data(), s.sin_t.data());
+  engine::rope_tables(inv_freq_, s.pos0, T, s.cos_t.data(), s.sin_t.data(), kernel_.bugs.rope_angle_bits);
   for (std::size_t il = 0; il < c.n_layers; ++il) {
     if (c.full_attention[il])
       attention_block(il, st, T, s);
@@ -370,7 +377,7 @@ void HybridModel::forward(HybridState& st, std::span<const std::int32_t> tokens,
   report("final.norm", -1, s.pos0, T, D, s.xn.data());
   if (!want_logits) return;
   s.logits.resize(T * V);
-  gemm(s.xn.data(), T, D, head.data(), V, s.logits.data());
+  gemm(s.xn.data(), T, D, head.data(), V, s.logits.data(), kernel_.order);
   report("logits", -1, s.pos0, T, V, s.logits.data());
 }
 

@@ -89,7 +89,12 @@ void LlamaModel::linear(const float* x, std::size_t T, std::size_t k, std::span<
       f32.push_back({&op.w, op.y, op.bias});
     }
   }
-  engine::packed_gemm(x, T, f32);
+  engine::packed_gemm(x, T, f32, engine::GemmSchedule{kernel_.order, kernel_.bugs.gemm_bf16_every});
+}
+
+void LlamaModel::norm(const float* x, const float* w, std::size_t rows, std::size_t d, float* y) const {
+  engine::rmsnorm(x, w, rows, d, config_.rms_eps * kernel_.bugs.norm_eps_factor, y, kernel_.order,
+                  kernel_.bugs.norm_rsqrt_bits);
 }
 
 void LlamaModel::report(std::string_view name, int layer, std::size_t pos0, std::size_t rows,
@@ -105,7 +110,7 @@ void LlamaModel::attention_block(std::size_t il, LlamaState& st, std::size_t T, 
   float* k_new = st.k[il].data() + p0 * kvs;  // [T, nKV·hd] cache rows of the new tokens
   float* v_new = st.v[il].data() + p0 * kvs;  // [T, nKV·hd]
 
-  engine::rmsnorm(s.x.data(), w.attn_norm.data(), T, D, c.rms_eps, s.xn.data());  // xn [T, D]
+  norm(s.x.data(), w.attn_norm.data(), T, D, s.xn.data());  // xn [T, D]
   report("attn.norm", L, p0, T, D, s.xn.data());
   const LlamaQuantLayer* ql = quant_ ? &quant_->layers[il] : nullptr;
   const Linear qkv[] = {// q [T, nH·hd], k_new and v_new [T, nKV·hd]
@@ -116,8 +121,8 @@ void LlamaModel::attention_block(std::size_t il, LlamaState& st, std::size_t T, 
                         {w.wv, ql ? &ql->wv : nullptr, kvs, v_new, c.qkv_bias ? w.bv.data() : nullptr}};
   linear(s.xn.data(), T, D, qkv);
   if (c.qk_norm) {  // Qwen3: RMSNorm over each head's hd dims, before RoPE
-    engine::rmsnorm(s.q.data(), w.q_norm.data(), T * c.n_heads, hd, c.rms_eps, s.q.data());
-    engine::rmsnorm(k_new, w.k_norm.data(), T * c.n_kv_heads, hd, c.rms_eps, k_new);
+    norm(s.q.data(), w.q_norm.data(), T * c.n_heads, hd, s.q.data());
+    norm(k_new, w.k_norm.data(), T * c.n_kv_heads, hd, k_new);
   }
   auto rope = c.rope_style == RopeStyle::rotate_half ? engine::rope_rotate_half : engine::rope_adjacent_pairs;
   rope(s.q.data(), T, c.n_heads, hd, hd, s.cos_t.data(), s.sin_t.data());
@@ -141,7 +146,7 @@ void LlamaModel::mlp_block(std::size_t il, std::size_t T, Scratch& s) const {
   const auto& w = weights_.layers[il];
   const int L = static_cast<int>(il);
   const std::size_t D = c.d_model, F = c.d_ff, p0 = s.pos0;
-  engine::rmsnorm(s.x.data(), w.mlp_norm.data(), T, D, c.rms_eps, s.xn.data());  // xn [T, D]
+  norm(s.x.data(), w.mlp_norm.data(), T, D, s.xn.data());  // xn [T, D]
   report("mlp.norm", L, p0, T, D, s.xn.data());
   const LlamaQuantLayer* ql = quant_ ? &quant_->layers[il] : nullptr;
   const Linear gate_up[] = {{w.w_gate, ql ? &ql->w_gate : nullptr, F, s.gate.data()},  // gate [T, F]
@@ -149,7 +154,7 @@ void LlamaModel::mlp_block(std::size_t il, std::size_t T, Scratch& s) const {
   linear(s.xn.data(), T, D, gate_up);
   report("mlp.gate", L, p0, T, F, s.gate.data());
   report("mlp.up", L, p0, T, F, s.up.data());
-  engine::silu_mul(s.gate.data(), s.up.data(), T * F, s.gate.data());  // act  [T, F]
+  engine::silu_mul(s.gate.data(), s.up.data(), T * F, s.gate.data(), kernel_.bugs.silu_sigmoid_bits);  // act  [T, F]
   report("mlp.act", L, p0, T, F, s.gate.data());
   const Linear down{w.w_down, ql ? &ql->w_down : nullptr, D, s.o.data()};
   linear(s.gate.data(), T, F, {&down, 1});  // o    [T, D]
@@ -175,10 +180,10 @@ void LlamaModel::forward(LlamaState& st, std::span<const std::int32_t> tokens, S
   for (std::size_t t = 0; t < T; ++t)  // x [T, D] = embed[tokens]
     weights_.embed_row(static_cast<std::size_t>(tokens[t]), &s.x[t * D]);
   report("embed", -1, s.pos0, T, D, s.x.data());
-  engine::rope_tables(inv_freq_, s.pos0, T, s.cos_t.data(), s.sin_t.data());  // [T, hd/2]
+  engine::rope_tables(inv_freq_, s.pos0, T, s.cos_t.data(), s.sin_t.data(), kernel_.bugs.rope_angle_bits);  // [T, hd/2]
   for (std::size_t il = 0; il < c.n_layers; ++il) layer(il, st, T, s);
   st.pos += T;
-  engine::rmsnorm(s.x.data(), weights_.final_norm.data(), T, D, c.rms_eps, s.xn.data());
+  norm(s.x.data(), weights_.final_norm.data(), T, D, s.xn.data());
   report("final.norm", -1, s.pos0, T, D, s.xn.data());
   if (!logits) return;
   const Linear lm{weights_.lm_head, quant_ ? &quant_->lm_head : nullptr, c.n_vocab, s.logits.data()};

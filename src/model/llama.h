@@ -174,6 +174,8 @@ class LlamaModel : public CausalLM {
     const std::vector<std::uint32_t>* row_map = nullptr;  // q's row of output row r (empty: r)
   };
   void linear(const float* x, std::size_t T, std::size_t k, std::span<const Linear> ops) const;
+  // engine::rmsnorm with the model's eps and the kernel options' order and norm bugs.
+  void norm(const float* x, const float* w, std::size_t rows, std::size_t d, float* y) const;
   void report(std::string_view name, int layer, std::size_t pos0, std::size_t rows, std::size_t cols,
               float* data) const;
 

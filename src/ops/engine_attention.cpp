@@ -76,11 +76,16 @@ Acc exp_and_sum(float* x, std::size_t n, float shift) {
   return acc[0];
 }
 
+// The lab's depth bug (KernelBugs::deep_score): scores s[j] of keys j0 + j ≥ kDeepKeys, j < n, times f.
+void deep_bug(float* s, std::size_t j0, std::size_t n, float f) {
+  for (std::size_t j = j0 >= kDeepKeys ? 0 : kDeepKeys - j0; j < n; ++j) s[j] *= f;
+}
+
 // One (head h, query rows t0 … t1-1) tile, exact softmax: the row max over every visible key first, then
 // p = exp(s − max), row sum in f64 (16 lanes, merged pairwise), one P·V GEMM, divide.
 void exact_tile(const float* q, std::size_t pos0, const float* k, const float* v, const Geometry& G,
                 std::size_t h, std::size_t t0, std::size_t t1, float* out, const TensorHook* hook,
-                int layer) {
+                int layer, float deep) {
   const std::size_t g = h / G.group, rows = t1 - t0, hd = G.hd;
   const std::size_t n_keys = pos0 + t1;  // keys visible to the tile's last row
   thread_local std::vector<float> p_buf;
@@ -95,6 +100,7 @@ void exact_tile(const float* q, std::size_t pos0, const float* k, const float* v
   for (std::size_t r = 0; r < rows; ++r) {
     float* pr = p + r * n_keys;
     const std::size_t visible = pos0 + t0 + r + 1;
+    if (deep != 1.0f) deep_bug(pr, 0, visible, deep);
     const float mx = scale_and_max(pr, visible, G.scale);
     row_sum[r] = exp_and_sum<double>(pr, visible, mx);
     std::fill(pr + visible, pr + n_keys, 0.0f);
@@ -116,7 +122,7 @@ void exact_tile(const float* q, std::size_t pos0, const float* k, const float* v
 // same as exact_tile's.
 void exact_group_tile(const float* q, std::size_t pos0, const float* k, const float* v, const Geometry& G,
                       std::size_t g, std::size_t t0, std::size_t t1, float* out, const TensorHook* hook,
-                      int layer) {
+                      int layer, float deep) {
   const std::size_t rows = t1 - t0, R = G.group * rows, hd = G.hd, n_keys = pos0 + t1;
   thread_local std::vector<float> q_buf, p_buf, o_buf;
   thread_local std::vector<double> row_sum;
@@ -131,6 +137,7 @@ void exact_group_tile(const float* q, std::size_t pos0, const float* k, const fl
   for (std::size_t i = 0; i < R; ++i) {  // p[i, j] = exp(s − max) for visible j, else 0
     float* pi = p + i * n_keys;
     const std::size_t visible = pos0 + t0 + i % rows + 1;
+    if (deep != 1.0f) deep_bug(pi, 0, visible, deep);
     const float mx = row_max(pi, visible);
     row_sum[i] = exp_and_sum<double>(pi, visible, mx);
     std::fill(pi + visible, pi + n_keys, 0.0f);
@@ -157,11 +164,22 @@ void exact_group_tile(const float* q, std::size_t pos0, const float* k, const fl
 // per row a running max m, row sum l and output accumulator acc, all f32. For each block:
 //   m' = max(m, max_j s_j),  p_j = exp(s_j − m'),  l = l·exp(m − m') + Σ p_j,  acc = acc·exp(m − m') + p·V_b
 // and finally out = acc / l. The hook sees each block's p (after l took the unrounded p, before p·V_b).
+// order ≠ 0: the key blocks (size and order) of order_blocks instead of kFlashBlockKeys in key order.
 void flash_tile(const float* q, std::size_t pos0, const float* k, const float* v, const Geometry& G,
                 std::size_t h, std::size_t t0, std::size_t t1, float* out, const TensorHook* hook,
-                int layer) {
-  const std::size_t g = h / G.group, rows = t1 - t0, hd = G.hd, B = kFlashBlockKeys;
+                int layer, float deep, std::uint32_t order) {
+  const std::size_t g = h / G.group, rows = t1 - t0, hd = G.hd;
   const std::size_t n_keys = pos0 + t1;
+  thread_local std::vector<OrderBlock> blocks;
+  if (order != 0) {
+    order_blocks(order, kSaltAttnOrder, n_keys, 16 * (1 + order_hash(order, kSaltAttnBlock) % 8), 1, blocks);
+  } else {
+    blocks.clear();
+    for (std::size_t j0 = 0; j0 < n_keys; j0 += kFlashBlockKeys)
+      blocks.push_back({j0, std::min(kFlashBlockKeys, n_keys - j0)});
+  }
+  std::size_t B = 0;
+  for (const auto& bl : blocks) B = std::max(B, bl.len);
   thread_local std::vector<float> s_buf, pv_buf, acc_buf;
   s_buf.resize(rows * B), pv_buf.resize(rows * hd), acc_buf.assign(rows * hd, 0.0f);
   float *s = s_buf.data(), *pv = pv_buf.data(), *acc = acc_buf.data();
@@ -169,8 +187,8 @@ void flash_tile(const float* q, std::size_t pos0, const float* k, const float* v
   std::fill(m, m + rows, -INFINITY), std::fill(l, l + rows, 0.0f);
   const float* qt = q + t0 * G.q_stride + h * hd;
 
-  for (std::size_t j0 = 0; j0 < n_keys; j0 += B) {
-    const std::size_t bw = std::min(B, n_keys - j0);
+  for (const auto& bl : blocks) {
+    const std::size_t j0 = bl.begin, bw = bl.len;
     // s[r, j] = q[t0+r, h] · k[j0+j, g]        [rows, bw]
     sgemm_nt_serial(qt, G.q_stride, k + j0 * G.kv_stride + g * hd, G.kv_stride, s, bw, rows, bw, hd);
     for (std::size_t r = 0; r < rows; ++r) {
@@ -182,6 +200,7 @@ void flash_tile(const float* q, std::size_t pos0, const float* k, const float* v
         alpha[r] = 1.0f;
         continue;
       }
+      if (deep != 1.0f) deep_bug(sr, j0, cnt, deep);
       const float m_new = std::max(m[r], scale_and_max(sr, cnt, G.scale));
       const float sum = exp_and_sum<float>(sr, cnt, m_new);
       std::fill(sr + cnt, sr + bw, 0.0f);
@@ -201,6 +220,48 @@ void flash_tile(const float* q, std::size_t pos0, const float* k, const float* v
     for (std::size_t i = 0; i < hd; ++i) o[r * G.q_stride + i] = acc[r * hd + i] / l[r];
 }
 
+// The exact tile under order ≠ 0: the exact row max over every visible key (as exact_tile), then the row sum
+// (f32) and P·V accumulated over key blocks of order_blocks in their drawn order. One hook event per tile.
+void exact_ordered_tile(const float* q, std::size_t pos0, const float* k, const float* v, const Geometry& G,
+                        std::size_t h, std::size_t t0, std::size_t t1, float* out, const TensorHook* hook,
+                        int layer, float deep, std::uint32_t order) {
+  const std::size_t g = h / G.group, rows = t1 - t0, hd = G.hd;
+  const std::size_t n_keys = pos0 + t1;
+  thread_local std::vector<float> p_buf, pv_buf, acc_buf;
+  thread_local std::vector<OrderBlock> blocks;
+  order_blocks(order, kSaltAttnOrder, n_keys, 16 * (1 + order_hash(order, kSaltAttnBlock) % 8), 1, blocks);
+  p_buf.resize(rows * n_keys), pv_buf.resize(rows * hd), acc_buf.assign(rows * hd, 0.0f);
+  float *p = p_buf.data(), *pv = pv_buf.data(), *acc = acc_buf.data();
+  float l[kAttnBlockRows] = {};
+  sgemm_nt_serial(q + t0 * G.q_stride + h * hd, G.q_stride, k + g * hd, G.kv_stride, p, n_keys, rows, n_keys,
+                  hd);
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* pr = p + r * n_keys;
+    const std::size_t visible = pos0 + t0 + r + 1;
+    if (deep != 1.0f) deep_bug(pr, 0, visible, deep);
+    const float mx = scale_and_max(pr, visible, G.scale);
+    for (std::size_t j = 0; j < visible; ++j) pr[j] = exp_poly(pr[j] - mx);
+    std::fill(pr + visible, pr + n_keys, 0.0f);
+    for (const auto& bl : blocks) {  // the row sum in the blocks' order, each block in f32 lanes
+      if (bl.begin >= visible) continue;
+      float part = 0.0f;
+      for (std::size_t j = bl.begin; j < std::min(visible, bl.begin + bl.len); ++j) part += pr[j];
+      l[r] += part;
+    }
+  }
+  if (hook && *hook)
+    (*hook)(TensorEvent{"attn.p", layer, static_cast<int>(h), pos0 + t0, rows, n_keys, {p, rows * n_keys}});
+  for (const auto& bl : blocks) {  // acc += p[:, block] · v[block, g], blocks in the drawn order
+    if (bl.begin >= pos0 + t1) continue;
+    sgemm_nn_serial(p + bl.begin, n_keys, v + bl.begin * G.kv_stride + g * hd, G.kv_stride, pv, hd, rows, hd,
+                    bl.len);
+    for (std::size_t i = 0; i < rows * hd; ++i) acc[i] += pv[i];
+  }
+  float* o = out + t0 * G.q_stride + h * hd;
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t i = 0; i < hd; ++i) o[r * G.q_stride + i] = acc[r * hd + i] / l[r];
+}
+
 }  // namespace
 
 void attention_causal(const float* q, std::size_t T, std::size_t pos0, const float* k, const float* v,
@@ -210,11 +271,12 @@ void attention_causal(const float* q, std::size_t T, std::size_t pos0, const flo
   const Geometry G = geometry(shape);
   const std::size_t blocks = chunk_count(T, kAttnBlockRows);
   const bool flash = opt.attention == AttentionKernel::flash;
-  if (!flash && T > 1 && G.group > 1) {  // prefill: one task per (KV head, row block), heads stacked
+  const float deep = 1.0f + opt.bugs.deep_score;
+  if (!flash && opt.order == 0 && T > 1 && G.group > 1) {  // prefill: one task per (KV head, row block)
     parallel_for(G.nkv * blocks, 1, [&](std::size_t task, std::size_t, std::size_t) {
       const std::size_t g = task / blocks;
       const std::size_t t0 = (task % blocks) * kAttnBlockRows, t1 = std::min(T, t0 + kAttnBlockRows);
-      exact_group_tile(q, pos0, k, v, G, g, t0, t1, out, hook, layer);
+      exact_group_tile(q, pos0, k, v, G, g, t0, t1, out, hook, layer, deep);
     });
     return;
   }
@@ -222,9 +284,11 @@ void attention_causal(const float* q, std::size_t T, std::size_t pos0, const flo
     const std::size_t h = task / blocks;
     const std::size_t t0 = (task % blocks) * kAttnBlockRows, t1 = std::min(T, t0 + kAttnBlockRows);
     if (flash)
-      flash_tile(q, pos0, k, v, G, h, t0, t1, out, hook, layer);
+      flash_tile(q, pos0, k, v, G, h, t0, t1, out, hook, layer, deep, opt.order);
+    else if (opt.order != 0)
+      exact_ordered_tile(q, pos0, k, v, G, h, t0, t1, out, hook, layer, deep, opt.order);
     else
-      exact_tile(q, pos0, k, v, G, h, t0, t1, out, hook, layer);
+      exact_tile(q, pos0, k, v, G, h, t0, t1, out, hook, layer, deep);
   });
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "numeric/formats.h"
 
 namespace kc::engine {
 namespace {
@@ -73,15 +74,33 @@ void sgemm_nn_serial(const float* a, std::size_t lda, const float* b, std::size_
               c, static_cast<blasint>(ldc));
 }
 
+void sgemm_nt_ordered(const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c,
+                      std::size_t ldc, std::size_t m, std::size_t n, std::size_t k, std::uint32_t order,
+                      float alpha) {
+  if (order == 0) return sgemm_nt_serial(a, lda, b, ldb, c, ldc, m, n, k, alpha);
+  if (m == 0 || n == 0) return;
+  thread_local std::vector<OrderBlock> blocks;
+  order_blocks(order, kSaltGemmK, k, 16, 8, blocks);
+  bool first = true;
+  for (const auto& bl : blocks) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), static_cast<blasint>(n),
+                static_cast<blasint>(bl.len), alpha, a + bl.begin, static_cast<blasint>(lda), b + bl.begin,
+                static_cast<blasint>(ldb), first ? 0.0f : 1.0f, c, static_cast<blasint>(ldc));
+    first = false;
+  }
+}
+
 void gemm_nt(const float* x, std::size_t m, std::size_t k, const float* w, std::size_t n, float* y,
-             const float* bias) {
+             const float* bias, std::uint32_t order) {
   init_blas();
   if (m == 0 || n == 0) return;
   const GemmTiling g = gemm_tiling(m, n);
   parallel_for(g.row_tiles * g.col_tiles, 1, [&](std::size_t tile, std::size_t, std::size_t) {
     const std::size_t r0 = (tile / g.col_tiles) * g.rows, r1 = std::min(m, r0 + g.rows);
     const std::size_t c0 = (tile % g.col_tiles) * g.cols, c1 = std::min(n, c0 + g.cols);
-    if (m == 1) {  // decode: y[c0:c1] = w[c0:c1, :] · x (a GEMV reads the weight once, no packing)
+    if (order != 0) {
+      sgemm_nt_ordered(x + r0 * k, k, w + c0 * k, k, y + r0 * n + c0, n, r1 - r0, c1 - c0, k, order);
+    } else if (m == 1) {  // decode: y[c0:c1] = w[c0:c1, :] · x (a GEMV reads the weight once, no packing)
       cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(c1 - c0), static_cast<blasint>(k), 1.0f,
                   w + c0 * k, static_cast<blasint>(k), x, 1, 0.0f, y + c0, 1);
     } else {
@@ -93,11 +112,34 @@ void gemm_nt(const float* x, std::size_t m, std::size_t k, const float* w, std::
   });
 }
 
-void rmsnorm(const float* x, const float* w, std::size_t rows, std::size_t d, float eps, float* y) {
+void rmsnorm(const float* x, const float* w, std::size_t rows, std::size_t d, float eps, float* y,
+             std::uint32_t order, int rsqrt_bits) {
+  std::vector<OrderBlock> blocks;
+  if (order != 0) order_blocks(order, kSaltNorm, d, 16, 8, blocks);
   parallel_for(rows, rows_per_chunk(d), [&](std::size_t, std::size_t r0, std::size_t r1) {
     for (std::size_t r = r0; r < r1; ++r) {
       const float* xr = x + r * d;
       float* yr = y + r * d;
+      if (order != 0 || rsqrt_bits < 23) {  // the lab's other orders and bugs: kept off the default loop
+        float var;
+        if (order != 0) {
+          float ss = 0.0f;
+          for (const auto& bl : blocks) {
+            float part = 0.0f;
+            for (std::size_t i = bl.begin; i < bl.begin + bl.len; ++i) part = std::fma(xr[i], xr[i], part);
+            ss += part;
+          }
+          var = ss / static_cast<float>(d);
+        } else {
+          double ss = 0;
+          for (std::size_t i = 0; i < d; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+          var = static_cast<float>(ss / static_cast<double>(d));
+        }
+        float inv = 1.0f / std::sqrt(var + eps);
+        if (rsqrt_bits < 23) inv = round_mantissa(inv, rsqrt_bits);
+        for (std::size_t i = 0; i < d; ++i) yr[i] = w[i] * (xr[i] * inv);
+        continue;
+      }
       // Sum of squares in f64 (the mean is then correctly rounded to f32 in practice), in 8 lanes merged
       // pairwise: a single running sum is a serial chain of f64 adds that does not vectorise.
       double lane[8] = {};
@@ -114,7 +156,16 @@ void rmsnorm(const float* x, const float* w, std::size_t rows, std::size_t d, fl
   });
 }
 
-void silu_mul(const float* gate, const float* up, std::size_t n, float* out) {
+void silu_mul(const float* gate, const float* up, std::size_t n, float* out, int sigmoid_bits) {
+  if (sigmoid_bits < 23) {  // the lab's bug:silu
+    parallel_for(n, kPointwiseChunk, [&](std::size_t, std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) {
+        const float g = gate[i];
+        out[i] = g * round_mantissa(1.0f / (1.0f + exp_poly(-g)), sigmoid_bits) * up[i];
+      }
+    });
+    return;
+  }
   parallel_for(n, kPointwiseChunk, [&](std::size_t, std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) {
       const float g = gate[i];
@@ -177,12 +228,13 @@ std::vector<float> rope_inv_freq(const RopeParams& p, std::size_t rot_dim) {
 }
 
 void rope_tables(std::span<const float> inv_freq, std::size_t pos0, std::size_t n_pos, float* cos_t,
-                 float* sin_t) {
+                 float* sin_t, int angle_bits) {
   const std::size_t half = inv_freq.size();
   for (std::size_t t = 0; t < n_pos; ++t) {
     const float pos = static_cast<float>(pos0 + t);
     for (std::size_t i = 0; i < half; ++i) {
-      const float angle = pos * inv_freq[i];  // f32 product, as transformers' inv_freq @ position_ids
+      float angle = pos * inv_freq[i];  // f32 product, as transformers' inv_freq @ position_ids
+      if (angle_bits < 23) angle = round_mantissa(angle, angle_bits);
       cos_t[t * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
       sin_t[t * half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
     }

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ops/order.h"
+
 namespace kc::engine {
 
 // ---------------------------------------------------------------------------------------------- hooks
@@ -40,8 +42,9 @@ void init_blas();
 // y[m, n] = x[m, k] · w[n, k]ᵀ (+ bias[n]): w is a row-major [out, in] weight as stored by HF. Cut into
 // tiles of rows × columns that depend on (m, n) only; each tile is one single-threaded cblas_sgemm
 // (cblas_sgemv when m == 1). K is never split, so every element's sum is one BLAS call's.
+// order ≠ 0: every tile (decode too) is sgemm_nt_ordered.
 void gemm_nt(const float* x, std::size_t m, std::size_t k, const float* w, std::size_t n, float* y,
-             const float* bias = nullptr);
+             const float* bias = nullptr, std::uint32_t order = 0);
 
 // Single-threaded strided GEMMs for use inside parallel tasks (ld* in floats):
 //   c[m, n] = alpha · a[m, k] · b[n, k]ᵀ    and    c[m, n] = a[m, k] · b[k, n]
@@ -49,6 +52,12 @@ void sgemm_nt_serial(const float* a, std::size_t lda, const float* b, std::size_
                      std::size_t ldc, std::size_t m, std::size_t n, std::size_t k, float alpha = 1.0f);
 void sgemm_nn_serial(const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c,
                      std::size_t ldc, std::size_t m, std::size_t n, std::size_t k);
+// sgemm_nt_serial with K cut into order_blocks(order, salt kSaltGemmK, k, 16, 8), the blocks summed in their
+// drawn order (first block β = 0, the rest β = 1): an equally precise GEMM of another summation order.
+// order 0: exactly sgemm_nt_serial. Used by the hybrid's GEMM tiles and gemm_nt under `order=SEED`.
+void sgemm_nt_ordered(const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c,
+                      std::size_t ldc, std::size_t m, std::size_t n, std::size_t k, std::uint32_t order,
+                      float alpha = 1.0f);
 
 // ---------------------------------------------------------------------------------------------- pointwise
 // exp(x) in f32 without a libm call, so that loops over it vectorise (std::exp is a scalar call and was
@@ -78,10 +87,16 @@ inline float exp_poly(float x) {
 }
 
 // RMSNorm per row (HF LlamaRMSNorm in f32): y = w · x / sqrt(mean(x²) + eps). x, y: [rows, d]; may alias.
-void rmsnorm(const float* x, const float* w, std::size_t rows, std::size_t d, float eps, float* y);
+// The default sums x² in f64. order ≠ 0: in f32 (as GPU kernels), over order_blocks(order, kSaltNorm, d, 16,
+// 8) in their drawn order, each block one sequential chain. rsqrt_bits < 23 (a lab bug, `bug:norm_rsqrt`):
+// 1/sqrt(var + eps) kept to that many mantissa bits, as an rsqrt approximation without its Newton step.
+void rmsnorm(const float* x, const float* w, std::size_t rows, std::size_t d, float eps, float* y,
+             std::uint32_t order = 0, int rsqrt_bits = 23);
 
 // out[i] = silu(gate[i]) · up[i], silu(g) = g / (1 + exp(-g)) (exp_poly). out may alias gate or up.
-void silu_mul(const float* gate, const float* up, std::size_t n, float* out);
+// sigmoid_bits < 23 (a lab bug, `bug:silu`): the sigmoid 1/(1 + exp(-g)) kept to that many mantissa bits,
+// as a table or polynomial sigmoid of that accuracy.
+void silu_mul(const float* gate, const float* up, std::size_t n, float* out, int sigmoid_bits = 23);
 
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, std::size_t n);
@@ -106,8 +121,10 @@ struct RopeParams {
 std::vector<float> rope_inv_freq(const RopeParams& p, std::size_t rot_dim);
 
 // cos/sin tables [n_pos, rot_dim/2] for positions pos0 … pos0+n_pos-1: angle = f32(pos · inv_freq[i]).
+// angle_bits < 23 (a lab bug, `bug:rope`): the angle kept to that many mantissa bits, as a kernel that
+// computes pos · inv_freq in low precision (the absolute error grows with the position).
 void rope_tables(std::span<const float> inv_freq, std::size_t pos0, std::size_t n_pos, float* cos_t,
-                 float* sin_t);
+                 float* sin_t, int angle_bits = 23);
 
 // x: [rows, n_heads · head_dim]; rotate the first rot_dim dims of every head, row r at tables row r.
 // rotate-half (HF): pairs (i, i + rot_dim/2).   adjacent pairs (GGUF / llama.cpp NORM): pairs (2i, 2i+1).
@@ -128,8 +145,28 @@ enum class AttentionKernel {
   flash,  // online softmax over blocks of kFlashBlockKeys keys (running max, rescaled partial sums and
           // output accumulator, f32 row sum), as flash attention 2 and the seed's attention_row
 };
+// Injected regressions of the lab (`bug:NAME=STRENGTH`, docs/lab.md) that live inside the engine's kernels;
+// the rest live in the variant's hook (src/eval/variant.cpp). Defaults: no bug.
+struct KernelBugs {
+  int rope_angle_bits = 23;       // rope_tables angle_bits
+  int norm_rsqrt_bits = 23;       // rmsnorm rsqrt_bits (every RMSNorm of the model)
+  float norm_eps_factor = 1.0f;   // the model's rms eps multiplied by this (a wrong eps from a config)
+  std::size_t gemm_bf16_every = 0;  // packed GEMM (Llama): partial sums stored as bf16 every N k
+  int silu_sigmoid_bits = 23;     // silu_mul sigmoid_bits
+  float deep_score = 0.0f;        // attention: scores of keys at positions ≥ kDeepKeys multiplied by 1 + this
+  bool any() const {
+    return rope_angle_bits < 23 || norm_rsqrt_bits < 23 || norm_eps_factor != 1.0f || gemm_bf16_every ||
+           silu_sigmoid_bits < 23 || deep_score != 0.0f;
+  }
+};
+inline constexpr std::size_t kDeepKeys = 256;  // the depth bug's tile boundary
+
 struct KernelOptions {
   AttentionKernel attention = AttentionKernel::exact;
+  // Summation-order seed (`order=SEED`): 0 the default kernels; else GEMM K blocks, attention key blocks
+  // (size and order) and RMSNorm reductions in the seed's drawn order (order_blocks), same precision.
+  std::uint32_t order = 0;
+  KernelBugs bugs;
   // Gated DeltaNet chunked prefill with FLA's bf16 casts (state cast to bf16 before W·S, V_new stored in
   // bf16, f32 accumulation; engine_gdn.h GdnOptions::fla_casts). Off: transformers' all-f32 algorithm.
   bool gdn_fla_casts = false;
@@ -148,6 +185,10 @@ struct KernelOptions {
 //   exact: one event per tile, [rows ≤ 32, pos0+rows] over all visible keys, p = exp(s − exact row max).
 //   flash: one event per tile and key block, [rows ≤ 32, ≤ kFlashBlockKeys] (keys j0 … j0+cols-1, j0 a
 //          multiple of kFlashBlockKeys, in order), p = exp(s − running max after this block) ∈ [0, 1].
+// opt.order ≠ 0: key blocks of a drawn size (16 … 128) in a drawn order (order_blocks, per tile's key count):
+//   flash: the online softmax over them (one event per block, blocks in that order);
+//   exact: the exact row max first, then the row sum (f32) and P·V summed block by block in that order (one
+//          event per tile, as exact). Both per head, f32: mathematically the same attention.
 // exact sums the row in f64, flash in f32 (as flash kernels do): same result to f32 rounding (~1e-6 rel).
 inline constexpr std::size_t kAttnBlockRows = 32;
 inline constexpr std::size_t kFlashBlockKeys = 64;

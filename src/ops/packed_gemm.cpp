@@ -8,6 +8,8 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "numeric/formats.h"
+#include "ops/order.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -44,13 +46,39 @@ std::vector<float> PackedMatrix::unpack() const {
   return out;
 }
 
-void packed_gemm_scalar(const float* x, std::size_t m, const PackedMatrix& w, float* y, const float* bias) {
+std::vector<KBlock> gemm_k_blocks(std::size_t k, const GemmSchedule& s) {
+  if (s.is_default()) return {{0, k}};
+  std::vector<OrderBlock> ob;
+  if (s.bf16_every == 0) {
+    order_blocks(s.order, kSaltGemmK, k, 16, 8, ob);
+  } else {
+    for (std::size_t b = 0; b < k; b += s.bf16_every) ob.push_back({b, std::min(s.bf16_every, k - b)});
+    if (s.order != 0) {  // the same blocks of N, in the seed's drawn order
+      std::vector<OrderBlock> perm;
+      order_blocks(s.order, kSaltGemmK, ob.size(), 1, 1, perm);
+      std::vector<OrderBlock> o2;
+      for (const auto& p : perm) o2.push_back(ob[p.begin]);
+      ob = std::move(o2);
+    }
+  }
+  std::vector<KBlock> out;
+  for (const auto& b : ob) out.push_back({b.begin, b.len});
+  return out;
+}
+
+void packed_gemm_scalar(const float* x, std::size_t m, const PackedMatrix& w, float* y, const float* bias,
+                        const GemmSchedule& sched) {
   const std::size_t n = w.rows(), k = w.cols();
+  const std::vector<KBlock> blocks = gemm_k_blocks(k, sched);
   for (std::size_t i = 0; i < m; ++i)
     for (std::size_t j = 0; j < n; ++j) {
       const float* b = w.panel(j / kPanelCols) + j % kPanelCols;
       float acc = 0.0f;
-      for (std::size_t kk = 0; kk < k; ++kk) acc = std::fma(x[i * k + kk], b[kk * kPanelCols], acc);
+      for (std::size_t bi = 0; bi < blocks.size(); ++bi) {
+        for (std::size_t kk = blocks[bi].begin; kk < blocks[bi].begin + blocks[bi].len; ++kk)
+          acc = std::fma(x[i * k + kk], b[kk * kPanelCols], acc);
+        if (sched.bf16_every && bi + 1 < blocks.size()) quantize_inplace(DType::bfloat16, &acc, 1);
+      }
       y[i * n + j] = bias ? acc + bias[j] : acc;
     }
 }
@@ -192,12 +220,14 @@ OpTiling op_tiling(std::size_t k, std::size_t np) {
 
 }  // namespace
 
-void packed_gemm(const float* x, std::size_t m, std::span<const PackedGemmOp> ops) {
+void packed_gemm(const float* x, std::size_t m, std::span<const PackedGemmOp> ops, const GemmSchedule& sched) {
   if (m == 0 || ops.empty()) return;
   const std::size_t k = ops[0].w->cols();
   for (const auto& op : ops)
     KC_ASSERT(op.w->cols() == k, "packed_gemm: ops of one x need one k: {} and {}", op.w->cols(), k);
-  if (m == 1) return packed_gemv(x, ops);
+  if (m == 1 && sched.is_default()) return packed_gemv(x, ops);
+  // k blocks of another schedule (empty: the default tiling's own blocks, which leave the bits unchanged)
+  const std::vector<KBlock> sched_blocks = sched.is_default() ? std::vector<KBlock>{} : gemm_k_blocks(k, sched);
   // Activations packed once for all ops, in micro-panels of kMR rows: panel i at i·kMR·k as [k][width]
   // (width < kMR for the last).
   const std::size_t mp = (m + kMR - 1) / kMR;
@@ -238,6 +268,24 @@ void packed_gemm(const float* x, std::size_t m, std::span<const PackedGemmOp> op
     const std::size_t g = tt / row_blocks, rb = tt % row_blocks;
     const std::size_t p0 = g * tl.group, p1 = std::min(np, p0 + tl.group);
     const std::size_t i0 = rb * kTileMicroPanels, i1 = std::min(mp, i0 + kTileMicroPanels);
+    if (!sched_blocks.empty()) {  // another schedule: its blocks in its order, chains continued in y
+      for (std::size_t bi = 0; bi < sched_blocks.size(); ++bi) {
+        const std::size_t k0 = sched_blocks[bi].begin, kl = sched_blocks[bi].len;
+        const bool first = bi == 0, last = bi + 1 == sched_blocks.size();
+        for (std::size_t i = i0; i < i1; ++i) {
+          const std::size_t r0 = i * kMR, wi = std::min(kMR, m - r0);
+          const MicroKernel kern = kKernels[wi - 1];
+          for (std::size_t p = p0; p < p1; ++p) {
+            const std::size_t c0 = p * kPanelCols, nc = std::min(kPanelCols, n - c0);
+            kern(ap + r0 * k + k0 * wi, w.panel(p) + k0 * kPanelCols, kl, y + r0 * n + c0, n, nc,
+                 last && bias ? bias + c0 : nullptr, !first);
+            if (sched.bf16_every && !last)
+              for (std::size_t r = 0; r < wi; ++r) quantize_inplace(DType::bfloat16, y + (r0 + r) * n + c0, nc);
+          }
+        }
+      }
+      return;
+    }
     for (std::size_t k0 = 0;; k0 += tl.kb_len) {
       const std::size_t kl = std::min(tl.kb_len, k - k0);
       const bool first = k0 == 0, last = k0 + kl >= k;
@@ -260,23 +308,26 @@ namespace {
 // 2 rows × 4 ymm of accumulators). Each lane is still one fma chain over k in order, so the bits equal
 // packed_gemm_scalar's; the last panel's padding columns are computed and not stored.
 void generic_rows(const float* x, std::size_t r0, std::size_t r1, const PackedMatrix& w, float* y,
-                  const float* bias) {
-  const std::size_t n = w.rows(), k = w.cols();
+                  const float* bias, const GemmSchedule& sched, const std::vector<KBlock>& blocks) {
+  const std::size_t n = w.rows();
   for (std::size_t p = 0; p < w.panels(); ++p) {
     const float* b = w.panel(p);
     const std::size_t c0 = p * kPanelCols, cols = std::min(kPanelCols, n - c0);
     for (std::size_t i = r0; i < r1; i += 2) {
       const std::size_t rows = std::min<std::size_t>(2, r1 - i);
       alignas(64) float acc[2][kPanelCols] = {};
-      const float* x0 = x + i * k;
-      const float* x1 = x + (i + rows - 1) * k;  // = x0 for a single last row (computed twice, stored once)
-      for (std::size_t kk = 0; kk < k; ++kk) {
-        const float a0 = x0[kk], a1 = x1[kk];
-        const float* bk = b + kk * kPanelCols;
-        for (std::size_t c = 0; c < kPanelCols; ++c) {
-          acc[0][c] = std::fma(a0, bk[c], acc[0][c]);
-          acc[1][c] = std::fma(a1, bk[c], acc[1][c]);
+      const float* x0 = x + i * w.cols();
+      const float* x1 = x + (i + rows - 1) * w.cols();  // = x0 for a single last row (computed twice, stored once)
+      for (std::size_t bi = 0; bi < blocks.size(); ++bi) {
+        for (std::size_t kk = blocks[bi].begin; kk < blocks[bi].begin + blocks[bi].len; ++kk) {
+          const float a0 = x0[kk], a1 = x1[kk];
+          const float* bk = b + kk * kPanelCols;
+          for (std::size_t c = 0; c < kPanelCols; ++c) {
+            acc[0][c] = std::fma(a0, bk[c], acc[0][c]);
+            acc[1][c] = std::fma(a1, bk[c], acc[1][c]);
+          }
         }
+        if (sched.bf16_every && bi + 1 < blocks.size()) quantize_inplace(DType::bfloat16, &acc[0][0], 2 * kPanelCols);
       }
       for (std::size_t r = 0; r < rows; ++r)
         for (std::size_t c = 0; c < cols; ++c)
@@ -286,17 +337,20 @@ void generic_rows(const float* x, std::size_t r0, std::size_t r1, const PackedMa
 }
 }  // namespace
 
-void packed_gemm(const float* x, std::size_t m, std::span<const PackedGemmOp> ops) {
+void packed_gemm(const float* x, std::size_t m, std::span<const PackedGemmOp> ops, const GemmSchedule& sched) {
+  if (m == 0 || ops.empty()) return;
+  const std::vector<KBlock> blocks = gemm_k_blocks(ops[0].w->cols(), sched);
   for (const auto& op : ops)
     parallel_for(m, 16, [&](std::size_t, std::size_t r0, std::size_t r1) {
-      generic_rows(x, r0, r1, *op.w, op.y, op.bias);
+      generic_rows(x, r0, r1, *op.w, op.y, op.bias, sched, blocks);
     });
 }
 #endif
 
-void packed_gemm(const float* x, std::size_t m, const PackedMatrix& w, float* y, const float* bias) {
+void packed_gemm(const float* x, std::size_t m, const PackedMatrix& w, float* y, const float* bias,
+                 const GemmSchedule& sched) {
   const PackedGemmOp op{&w, y, bias};
-  packed_gemm(x, m, {&op, 1});
+  packed_gemm(x, m, {&op, 1}, sched);
 }
 
 }  // namespace kc::engine

@@ -12,6 +12,7 @@
 // twin (packed_gemm_scalar, std::fma in the same order) gives the same bits.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <new>
@@ -59,8 +60,27 @@ class PackedMatrix {
   std::vector<float, Aligned64<float>> data_;  // panels() · k · 32
 };
 
+// Another k schedule of the same GEMM (the lab's `order=SEED` and `bug:gemm_acc=N`, docs/lab.md). Default:
+// the one chain over k = 0 … k-1 above. Otherwise each element's chain runs over k blocks in a given order:
+//   order ≠ 0:        blocks of a drawn length (16 … 128) in a drawn order (order_blocks, salt kSaltGemmK)
+//   bf16_every = N:   blocks of N (in key order unless order ≠ 0), the running sum rounded to bf16 (RNE)
+//                     after every block but the last: an accumulator kept in bf16 across k tiles (a bug)
+// still one chain per element (fma, continued across blocks, bias last), so every path (AVX-512 tiles, the
+// generic loop, the scalar twin), every thread count and a decode row (m = 1 takes the tiled path then)
+// give the same bits.
+struct GemmSchedule {
+  std::uint32_t order = 0;
+  std::size_t bf16_every = 0;
+  bool is_default() const { return order == 0 && bf16_every == 0; }
+};
+struct KBlock {
+  std::size_t begin, len;
+};
+std::vector<KBlock> gemm_k_blocks(std::size_t k, const GemmSchedule& s);  // one block [0, k) by default
+
 // y[m, n] = x[m, k] · wᵀ (+ bias[n]), x and y row-major (ld = k, n). Multi-threaded (kc::parallel_for).
-void packed_gemm(const float* x, std::size_t m, const PackedMatrix& w, float* y, const float* bias = nullptr);
+void packed_gemm(const float* x, std::size_t m, const PackedMatrix& w, float* y, const float* bias = nullptr,
+                 const GemmSchedule& sched = {});
 
 // Several products of the same x (Q/K/V, gate/up): x is packed once and every op's tiles share one
 // parallel region. Each op's result is bitwise the single-op packed_gemm's.
@@ -69,10 +89,11 @@ struct PackedGemmOp {
   float* y;
   const float* bias = nullptr;
 };
-void packed_gemm(const float* x, std::size_t m, std::span<const PackedGemmOp> ops);
+void packed_gemm(const float* x, std::size_t m, std::span<const PackedGemmOp> ops,
+                 const GemmSchedule& sched = {});
 
 // The scalar twin: the same fma chains with std::fma, one element at a time. Bitwise equal to packed_gemm.
 void packed_gemm_scalar(const float* x, std::size_t m, const PackedMatrix& w, float* y,
-                        const float* bias = nullptr);
+                        const float* bias = nullptr, const GemmSchedule& sched = {});
 
 }  // namespace kc::engine

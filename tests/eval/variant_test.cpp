@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -13,6 +14,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "numeric/formats.h"
 
 namespace kc {
@@ -38,6 +40,16 @@ TEST(VariantParse, CanonicalForm) {
   EXPECT_EQ(canon("round:hidden=7+round:attn.out@12=3+round:attn.out@3=4"),
             "round:attn.out@12=3+round:attn.out@3=4+round:hidden=7");
   EXPECT_EQ(canon("round:gdn.state=23"), "round:gdn.state=23");  // a sweep's end point stays visible
+  EXPECT_EQ(canon("order=3+bf16"), "bf16+order=3");
+  EXPECT_EQ(canon("order=0"), "f32");
+  EXPECT_EQ(canon("bf16+order=0+attn=flash"), "attn=flash+bf16");
+  EXPECT_EQ(canon("p=fp8+order=2+bf16"), "bf16+order=2+p=fp8");
+  EXPECT_EQ(canon("logits=bf16+bf16+order=1"), "bf16+logits=bf16+order=1");
+  EXPECT_EQ(canon("logits=f32"), "f32");
+  EXPECT_EQ(canon("logits=f16"), "logits=f16");
+  EXPECT_EQ(canon("bug:kv_k=4+bf16"), "bf16+bug:kv_k=4");
+  EXPECT_EQ(canon("bug:attn_scale=0.020+bug:deep_score=-0.5+bf16"),
+            "bf16+bug:attn_scale=0.02+bug:deep_score=-0.5");
   for (const char* s :
        {"bf16+p=fp8x256+kv=f16+attn=flash+round:attn.out@2=9", "p=fp8", "p=f16+round:x_y.z=0"})
     EXPECT_EQ(canon(canon(s)), canon(s)) << s;
@@ -59,7 +71,8 @@ TEST(VariantParse, Fields) {
 TEST(VariantParse, IsReference) {
   for (const char* s : {"", "f32", "p=f32", "attn=exact", "kv=f32", "round:attn.out=23"})
     EXPECT_TRUE(parse_variant(s).is_reference()) << s;
-  for (const char* s : {"bf16", "p=bf16", "attn=flash", "kv=bf16", "round:attn.out=22"})
+  for (const char* s : {"bf16", "p=bf16", "attn=flash", "kv=bf16", "round:attn.out=22", "order=1", "logits=bf16",
+                        "bug:norm_eps=10"})
     EXPECT_FALSE(parse_variant(s).is_reference()) << s;
 }
 
@@ -68,6 +81,20 @@ TEST(VariantParse, BadInputNamesFieldAndTerm) {
       {"bf16+", "empty term"},
       {"+bf16", "empty term"},
       {"p=fp4", "unknown P precision"},
+      {"order=-1", "SEED must be an integer"},
+      {"order=x", "SEED must be an integer"},
+      {"order=", "SEED must be an integer"},
+      {"order=1+order=2", "order= given twice"},
+      {"logits=fp8", "unknown logits dtype"},
+      {"bug:nope=1", "unknown bug 'nope'"},
+      {"bug:kv_k", "missing =STRENGTH"},
+      {"bug:kv_k=23", "mantissa width"},
+      {"bug:kv_k=3.5", "mantissa width"},
+      {"bug:gemm_acc=0", "integer ≥ 1"},
+      {"bug:attn_scale=0", "real number ≠ 0"},
+      {"bug:attn_scale=abc", "real number ≠ 0"},
+      {"bug:norm_eps=1", "factor > 0"},
+      {"bug:kv_k=3+bug:kv_k=4", "given twice"},
       {"gdn=bf16", "unknown GDN prefill"},
       {"gdn=fla+gdn=f32", "gdn= given twice"},
       {"p=", "unknown P precision"},
@@ -326,6 +353,98 @@ TEST(VariantApply, GdnFlaCastsReachTheHybridOnly) {
   auto c = load_causal_lm(tiny()), e = load_causal_lm(tiny());
   apply_variant(*e, parse_variant("gdn=fla"));
   EXPECT_EQ(logits_of(*c), logits_of(*e));
+}
+
+// order=SEED: other summation orders, same precision, on the Llama and the hybrid engine: close to f32
+// rounding, bitwise different between seeds, seed 0 bitwise the default, the same bits for any thread count.
+std::vector<std::int32_t> long_tokens(std::size_t n, std::int32_t vocab) {
+  std::vector<std::int32_t> t(n);
+  for (std::size_t i = 0; i < n; ++i) t[i] = static_cast<std::int32_t>((i * 37 + 5) % vocab);
+  return t;
+}
+// Prefill logits of toks, then 3 decode steps.
+std::vector<float> run_long(const CausalLM& m, const std::vector<std::int32_t>& toks) {
+  auto st = m.new_state();
+  std::vector<float> out;
+  m.prefill(*st, toks, [&](std::size_t, std::size_t, std::span<const float> lg) {
+    out.insert(out.end(), lg.begin(), lg.end());
+  });
+  for (std::int32_t t : {3, 9, 27}) {
+    const auto d = m.decode(*st, t);
+    out.insert(out.end(), d.begin(), d.end());
+  }
+  return out;
+}
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, n = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d += std::pow(double(a[i]) - b[i], 2), n += double(b[i]) * b[i];
+  return std::sqrt(d / n);
+}
+
+TEST(VariantApply, OrderSeedsAreEquallyCorrectImplementations) {
+  const std::string hybrid = std::string(KC_TEST_DATA) + "/models/hybrid-tiny";
+  for (const std::string& path : {tiny(), hybrid}) {
+    const auto toks = long_tokens(300, 200);
+    auto run = [&](const std::string& v, int threads) {
+      set_thread_count(threads);
+      auto m = load_causal_lm(path);
+      apply_variant(*m, parse_variant(v));
+      auto out = run_long(*m, toks);
+      set_thread_count(0);
+      return out;
+    };
+    const auto d = run("f32", 2), z = run("order=0", 2), s1 = run("order=1", 2), s2 = run("order=2", 2);
+    EXPECT_EQ(d, z) << path;
+    EXPECT_NE(s1, d) << path;
+    EXPECT_NE(s1, s2) << path;
+    EXPECT_LT(rel_err(s1, d), 1e-5) << path;  // f32 rounding of other sums
+    EXPECT_LT(rel_err(s2, d), 1e-5) << path;
+    EXPECT_EQ(run("order=1", 1), s1) << path;
+    EXPECT_EQ(run("order=1", 3), s1) << path;
+    // on the bf16 base: bf16 noise between seeds (activations rounded after other sums), same bits per seed
+    const auto b = run("bf16", 2), b3 = run("bf16+order=3", 2), b4 = run("bf16+order=4+attn=flash", 2);
+    EXPECT_NE(b3, b) << path;
+    EXPECT_NE(b3, b4) << path;
+    EXPECT_LT(rel_err(b3, b), 5e-2) << path;
+    EXPECT_LT(rel_err(b4, b), 5e-2) << path;
+    EXPECT_EQ(run("bf16+order=3", 1), b3) << path;
+    EXPECT_EQ(run("bf16+order=3", 3), b3) << path;
+  }
+}
+
+TEST(VariantApply, LogitsBf16RoundsTheLogitsOnly) {
+  auto a = load_causal_lm(tiny()), b = load_causal_lm(tiny());
+  apply_variant(*b, parse_variant("logits=bf16"));
+  const auto la = logits_of(*a), lb = logits_of(*b);
+  for (std::size_t i = 0; i < la.size(); ++i) ASSERT_EQ(lb[i], bf16_to_f32(f32_to_bf16(la[i]))) << i;
+}
+
+// Each bug changes the bf16 engine's logits; the depth bug only past key 256, the decode bug only in decode.
+TEST(VariantApply, BugsChangeLogitsWhereTheyLive) {
+  const auto toks = long_tokens(300, 200);
+  auto run = [&](const std::string& v) {
+    auto m = load_causal_lm(tiny());
+    apply_variant(*m, parse_variant(v));
+    return run_long(*m, toks);
+  };
+  const auto base = run("bf16");
+  const std::size_t V = base.size() / (toks.size() + 3);
+  for (const char* bug : {"attn_scale=0.05", "deep_score=0.05", "kv_k=3", "kv_v=3", "decode_kv=2", "rope=8",
+                          "norm_rsqrt=5", "norm_eps=10000", "gemm_acc=16", "silu=4", "logits_scale=0.05"}) {
+    const auto x = run(std::string("bf16+bug:") + bug);
+    EXPECT_NE(x, base) << bug;
+    EXPECT_TRUE(std::all_of(x.begin(), x.end(), [](float v) { return std::isfinite(v); })) << bug;
+    const bool same_first_256 = std::equal(x.begin(), x.begin() + 256 * V, base.begin());
+    const bool same_prefill = std::equal(x.begin(), x.begin() + toks.size() * V, base.begin());
+    if (std::string(bug).rfind("deep_score", 0) == 0) {
+      EXPECT_TRUE(same_first_256) << bug;
+      EXPECT_FALSE(same_prefill) << bug;
+    } else if (std::string(bug).rfind("decode_kv", 0) == 0) {
+      EXPECT_TRUE(same_prefill) << bug;
+    } else {
+      EXPECT_FALSE(same_first_256) << bug;
+    }
+  }
 }
 
 TEST(VariantApply, UnmatchedRoundTermAndBadLayerAreErrors) {

@@ -263,3 +263,36 @@ def test_trace_against_another_reference(lab, prompt, tmp_path):
             np.testing.assert_array_equal(d1["var/prefill/" + k[len("ref/prefill/"):]], d2[k])
             np.testing.assert_array_equal(d2["var/prefill/" + k[len("ref/prefill/"):]],
                                           d1[k])
+
+
+def test_logits_out_rows_are_the_candidates_logprobs(lab, tmp_path):
+    """record --logits-out: full logits [N, vocab] f32 in golden order; their log-softmax (numpy, f64)
+    gathered at the golden's ids equals the candidate's log-probs; order=SEED moves them by f32 rounding
+    only; logits=bf16 leaves bf16 values."""
+    d, model, corpus, golden = lab
+    g = load_file(str(golden))
+    out = {}
+    for v in ("f32", "order=3", "logits=bf16"):
+        npy = tmp_path / f"{v}.npy"
+        c = candidate(lab, tmp_path, v.replace("=", "_"), "--variant", v, "--logits-out", npy)
+        lg = np.load(npy)
+        assert lg.dtype == np.float32 and lg.shape[0] == g["top_ids"].shape[0], lg.shape
+        x = lg.astype(np.float64)
+        lp = x - x.max(1, keepdims=True)
+        lp -= np.log(np.exp(lp).sum(1, keepdims=True))
+        at = np.take_along_axis(lp, g["top_ids"].astype(np.int64), axis=1)
+        cand = load_file(str(c))
+        np.testing.assert_allclose(cand["logprobs_at_ref"], at, atol=2e-5)
+        out[v] = lg
+    assert not np.array_equal(out["order=3"], out["f32"])
+    rel = np.linalg.norm(out["order=3"] - out["f32"]) / np.linalg.norm(out["f32"])
+    assert 0 < rel < 1e-5, rel
+    b = out["logits=bf16"].view(np.uint32)
+    assert np.all(b & 0xFFFF == 0)  # bf16 values held in f32
+
+
+def test_logits_out_refusals(lab, tmp_path):
+    d, model, corpus, golden = lab
+    r = kc("record", "--model", model, "--corpus", corpus, "--logits-out", tmp_path / "x.npy", "-o",
+           tmp_path / "g.safetensors", check=False)
+    assert r.returncode == 3 and "--logits-out: expected candidate mode" in r.stderr, r.stderr
