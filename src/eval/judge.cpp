@@ -872,11 +872,14 @@ Paired paired_test(const std::vector<double>& c, const std::vector<const std::ve
   double vr = 0;
   for (double v : r.floor_means) vr += (v - r.floor_mean) * (v - r.floor_mean) / (md - 1);
   r.v_seg = vs, r.v_run = vr;
-  const double k = 1 + 1 / md, A = k * vs, V = k * std::max(vs, vr), B = V - A;
+  (void)s4;
+  const double k = 1 + 1 / md, V = k * std::max(vs, vr);
   r.sd = std::sqrt(V);
-  const double df_a = s4 > 0 ? (md - 1) * vs * vs / s4 : INFINITY;
-  const double den = (std::isinf(df_a) ? 0.0 : A * A / df_a) + B * B / (md - 1);
-  r.df = den > 0 ? V * V / den : INFINITY;
+  // m − 1 degrees of freedom: a shift shared by all positions of a run (between-implementation spread) is
+  // only measured by v_run. Satterthwaite's df for the v_seg part (~J·(m − 1)) gave 9 % false alarms at
+  // α = 5 % with a 3 % run shift (tests/eval/judge_test.cpp, FloorTestFalseAlarmRateUnderTheNull); with
+  // V ≥ k · v_run the t(m − 1) reference is exact or conservative.
+  r.df = md - 1;
   r.t = V > 0 ? (r.cand - r.floor_mean) / r.sd : NAN;
   return r;
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -258,6 +259,7 @@ TEST(Verdict, NoiseModeRules) {
 // family-wise false-alarm rate must be ≤ α within its sampling error; a 1.5 × regression is found.
 struct NullModel {
   static constexpr int kSeg = 40, kLen = 60;
+  static inline double kShift = std::getenv("KC_SHIFT") ? std::atof(std::getenv("KC_SHIFT")) : 0.03;
   std::vector<double> base;
   std::vector<std::string> domains{"code", "prose"};
   explicit NullModel(std::mt19937_64& rng) {
@@ -270,7 +272,7 @@ struct NullModel {
     JudgeAccumulator a;
     a.init(20, domains, kSeg);
     a.add_range(0, kSeg * kLen);
-    const double shift = std::exp(0.03 * z(rng));
+    const double shift = std::exp(kShift * z(rng));
     for (int j = 0; j < kSeg; ++j) {
       const double seg = std::exp(0.1 * z(rng));
       for (int t = 0; t < kLen; ++t) {
@@ -344,8 +346,28 @@ TEST(Calibrate, GreedyCoverAndUnseparable) {
   EXPECT_TRUE(r.unseparated.empty());
   EXPECT_NEAR(r.thresholds.limits.at("kl_mean"), std::sqrt(1.2 * 4.8), 1e-12);
   EXPECT_NEAR(r.thresholds.limits.at("flip_rate"), std::sqrt(0.12 * 0.3), 1e-12);
+  // Leave-one-out: each run judged by the limits fitted without it. Without g2 the kl_mean limit is fitted
+  // to g1 and b2 (sqrt(1.0 · 1.1)) and g2 (1.2) fails; each bad run is caught by a statistic that only it
+  // separates, so left out it passes. Only g1 is judged right: this separation does not generalise.
+  ASSERT_EQ(r.loo.size(), 4u);
+  std::map<std::string, bool> ok;
+  for (auto& l : r.loo) ok[l.run] = l.ok;
+  EXPECT_EQ(ok, (std::map<std::string, bool>{{"g1", true}, {"g2", false}, {"b1", false}, {"b2", false}}));
+  EXPECT_EQ(r.rests_on_one.size(), 2u);
   bad.push_back({"b3", {{"kl_mean", 1.0}, {"flip_rate", 0.05}}});
   EXPECT_EQ(calibrate(good, bad).unseparated, std::vector<std::string>{"b3"});
+  // KL and flip statistics win over a perplexity difference that separates more: nll_diff_mean only
+  // where nothing else catches the run; a limit only one bad run exceeds is flagged.
+  std::vector<std::pair<std::string, T>> g2{{"g1", {{"kl_mean", 1.0}, {"nll_diff_mean", 0.01}}},
+                                            {"g2", {{"kl_mean", 1.1}, {"nll_diff_mean", 0.012}}}};
+  std::vector<std::pair<std::string, T>> b2{{"b1", {{"kl_mean", 1.5}, {"nll_diff_mean", 0.5}}},
+                                            {"b2", {{"kl_mean", 1.0}, {"nll_diff_mean", 0.4}}}};
+  CalibrationResult c = calibrate(g2, b2);
+  EXPECT_EQ(c.chosen.front().key, "kl_mean");
+  EXPECT_EQ(c.chosen.back().key, "nll_diff_mean");  // only it catches b2
+  EXPECT_EQ(c.rests_on_one, (std::vector<std::string>{"kl_mean"}));
+  EXPECT_THROW(require_runs(2, 1), Error);
+  EXPECT_NO_THROW(require_runs(2, 2));
 }
 
 }  // namespace
