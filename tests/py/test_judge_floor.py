@@ -194,3 +194,27 @@ def test_one_or_identical_noise_runs_fall_back(data):
     rep, p = report(d, "ok", ["n0", "n0"], rc=0)
     assert rep["floor_test"]["tests"] == [] and any("identical" in n for n in rep["notes"])
     assert "note: " in p.stdout
+
+
+def test_mismatched_floor_is_refused_or_said_loudly(data):
+    """A floor recorded with other logits / KV / base precision than the candidate is refused (exit 3);
+    --allow-floor-mismatch judges it and every report says so."""
+    d = data
+    for name, variant in [("c_bf16", "bf16+p=fp8"), ("f_bf16", "bf16+order=1"), ("f_logits", "bf16+logits=bf16"),
+                          ("f_kv", "bf16+kv=fp8"), ("f_f32", "f32")]:
+        run("record", "--from-logits", d / "ok.npy", "--golden", d / "g.safetensors", "--engine", "kerncheck",
+            "--variant", variant, "-o", d / f"{name}.safetensors", rc=0)
+    args = ["test", d / "g.safetensors", d / "c_bf16.safetensors"]
+    run(*args, "--noise", d / "f_bf16.safetensors", "--noise", d / "f_bf16.safetensors", rc=0)  # p= is the change
+    for f, what in [("f_logits", "logits"), ("f_kv", "KV cache"), ("f_f32", "base precision")]:
+        p = run(*args, "--noise", d / "f_bf16.safetensors", "--noise", d / f"{f}.safetensors", rc=3)
+        assert f"{f}.safetensors" in p.stderr and what in p.stderr and "--allow-floor-mismatch" in p.stderr
+        out = d / f"mm_{f}.json"
+        p = run(*args, "--noise", d / "f_bf16.safetensors", "--noise", d / f"{f}.safetensors",
+                "--allow-floor-mismatch", "--json", out)
+        assert p.returncode in (0, 1, 2) and "FLOOR MISMATCH" in p.stdout
+        rep = json.loads(out.read_text())
+        assert len(rep["floor_mismatches"]) == 1 and what in rep["floor_mismatches"][0]
+        assert rep["notes"][0].startswith("FLOOR MISMATCH")
+        assert [m["variant"] for m in rep["noise_made_by"]] == ["bf16+order=1", {"f_logits": "bf16+logits=bf16",
+                                                                                 "f_kv": "bf16+kv=fp8", "f_f32": "f32"}[f]]
