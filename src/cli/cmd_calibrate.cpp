@@ -27,6 +27,7 @@ int run(int argc, char** argv) {
   app.add_option("--bad", bad, "known-bad runs (candidates or logits)")->required()->check(CLI::ExistingFile);
   app.add_option("-o,--output", out, "thresholds TOML to write")->required();
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  kc::require_runs(good.size(), bad.size());
   kc::Golden g = kc::read_golden(golden_path);
   auto table = [&](const std::string& p) {
     kc::CandidateInput ci = kc::open_candidate_input(p, g);
@@ -58,6 +59,19 @@ int run(int argc, char** argv) {
                               : fmt::format("{} = {} vs good max {} ({}×)", s.key, g3(s.bad_min_caught),
                                             g3(s.good_max), g3(s.separation))
                                     .c_str());
+  std::printf("leave-one-out (each run judged by the limits fitted without it):\n");
+  int loo_bad = 0;
+  for (auto& l : res.loo) {
+    loo_bad += !l.ok;
+    std::printf("  %-40s %s %s\n", l.run.c_str(), l.good ? "good" : "bad ",
+                l.ok ? (l.good ? "passes" : fmt::format("fails ({})", l.detail).c_str())
+                     : (l.good ? fmt::format("FAILS ({}): a false alarm", l.detail).c_str()
+                               : "PASSES: missed without it"));
+  }
+  std::printf("leave-one-out: %d of %zu runs judged right\n", static_cast<int>(res.loo.size()) - loo_bad,
+              res.loo.size());
+  for (auto& k : res.rests_on_one)
+    std::printf("warning: the limit on %s rests on one bad run (only it exceeds the good maximum)\n", k.c_str());
   if (!res.unseparated.empty()) {
     std::fprintf(stderr, "kerncheck calibrate: %zu bad run(s) cannot be separated from the good runs: %s\n",
                  res.unseparated.size(), fmt::format("{}", fmt::join(res.unseparated, ", ")).c_str());

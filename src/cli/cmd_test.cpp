@@ -20,7 +20,7 @@ int run(int argc, char** argv) {
       positions, ref_logits;
   std::vector<std::string> noise_paths;
   kc::JudgeOptions opt;
-  bool quiet = false;
+  bool quiet = false, allow_mismatch = false;
   app.add_option("golden", golden_path, "golden file (kerncheck record)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -42,6 +42,9 @@ int run(int argc, char** argv) {
                  "reference full logits [N, vocab]: full-vocabulary KL for logits candidates")
       ->check(CLI::ExistingFile);
   kc::cli::add_judge_options(app, opt);
+  app.add_flag("--allow-floor-mismatch", allow_mismatch,
+               "judge against noise runs whose engine, base precision, KV or logits dtype differ from the "
+               "candidate's (refused otherwise, exit 3; the report then says so)");
   app.add_flag("-q,--quiet", quiet, "print only the verdict line");
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
   if (!(opt.kl_factor >= 1)) kc::fail("--kl-factor: expected ≥ 1, got {}", opt.kl_factor);
@@ -64,8 +67,18 @@ int run(int argc, char** argv) {
     cand = kc::accumulate(golden, ci, ref ? &*ref : nullptr);
   }
   std::vector<kc::JudgeAccumulator> noise;
+  std::vector<kc::Provenance> noise_made_by;
+  std::vector<std::string> mismatches;
   for (auto& p : noise_paths) {
     kc::CandidateInput ni = kc::open_candidate_input(p, golden, range, true);
+    noise_made_by.push_back(ni.in_memory ? kc::Provenance{} : ni.cand.meta.made_by);
+    if (std::string m = kc::floor_provenance_mismatch(cand_made_by, noise_made_by.back()); !m.empty()) {
+      if (!allow_mismatch)
+        kc::fail("{}: variant: the noise run does not match the candidate {}: {} (variant \"{}\" vs \"{}\"); "
+                 "record the floor with the candidate's engine and precision, or pass --allow-floor-mismatch",
+                 p, cand_path, m, noise_made_by.back().variant, cand_made_by.variant);
+      mismatches.push_back(fmt::format("{}: {}", p, m));
+    }
     if (ni.begin != cand.ranges.front().first || ni.n != cand.positions_judged())
       kc::throw_input_error(p, "positions", "the candidate's positions",
                             fmt::format("[{}, {})", ni.begin, ni.begin + ni.n));
@@ -84,6 +97,10 @@ int run(int argc, char** argv) {
   kc::JudgeReport report =
       kc::judge(golden.meta, golden_path, cand, cand_path, noise, noise_paths, th ? &*th : nullptr, opt);
   report.candidate_made_by = cand_made_by;
+  report.noise_made_by = noise_made_by;
+  report.floor_mismatches = mismatches;
+  for (auto& m : mismatches)
+    report.notes.insert(report.notes.begin(), "FLOOR MISMATCH (accepted by --allow-floor-mismatch): " + m);
   if (!json_path.empty()) kc::write_file_atomic(json_path, kc::report_json(report).dump(2) + "\n");
   if (!junit_path.empty()) kc::write_file_atomic(junit_path, kc::render_junit(report));
   if (!html_path.empty()) kc::write_file_atomic(html_path, kc::render_judge_html(report));

@@ -29,9 +29,14 @@ inline std::pair<std::int64_t, std::int64_t> parse_position_range(const std::str
 inline void add_judge_options(CLI::App& app, JudgeOptions& opt) {
   app.add_option("--kl-factor", opt.kl_factor, "noise mode: KL limit = factor × floor")
       ->capture_default_str();
-  app.add_option("--alpha", opt.alpha, "family-wise level of the flip-rate tests")->capture_default_str();
+  app.add_option("--alpha", opt.alpha, "family-wise false-alarm level (floor tests and flip-rate tests, Holm)")->capture_default_str();
   app.add_option("--min-positions", opt.min_positions, "fewer positions judged cannot PASS")
       ->capture_default_str();
+  app.add_option("--mde-target", opt.mde_target,
+                 "decode and the deepest depth bucket must detect this × the floor's KL mean, else INCONCLUSIVE")
+      ->capture_default_str();
+  app.add_flag("--explain", opt.explain,
+               "text report: every floor test's candidate value against each noise run's value");
   app.add_option("--min-coverage", opt.min_coverage,
                  "probability mass a partial-coverage candidate must report")
       ->capture_default_str();

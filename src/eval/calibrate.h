@@ -5,6 +5,11 @@
 // with the largest separation b_rs / G_s over the uncaught runs (overall statistics win ties), and set its
 // limit between G_s and the smallest caught bad value m_s: sqrt(G_s · m_s) (the midpoint when G_s ≤ 0), so
 // every good run passes and every bad run it catches fails. Bad runs no statistic catches are reported.
+// KL and flip statistics (kl_*, flip_rate*, high_margin_flips) are preferred: the others (nll_diff_mean, a
+// perplexity difference that cannot rank variants; delta_p_rms; sigma) are only used for a bad run that no
+// KL or flip statistic catches. Leave-one-out: every run is judged by the limits fitted without it.
+// `kerncheck calibrate` requires ≥ 2 good and ≥ 2 bad runs (require_runs) so that leave-one-out means
+// something; the library takes any non-empty sets.
 #pragma once
 #include <map>
 #include <string>
@@ -27,9 +32,22 @@ struct CalibrationResult {
   std::vector<std::string> unseparated;  // bad runs that no statistic separates from the good ones
   // For every bad run: its best statistic and separation (for the report).
   std::vector<std::pair<std::string, StatSeparation>> best_per_bad;
+  // Leave-one-out: each run judged by the limits calibrated without it (good must pass, bad must fail).
+  struct Loo {
+    std::string run;
+    bool good = false, ok = false;
+    std::string detail;  // the statistic that failed it (good) or "" (bad not caught)
+  };
+  std::vector<Loo> loo;
+  // Chosen statistics whose separation rests on a single bad run (it alone exceeds the good maximum).
+  std::vector<std::string> rests_on_one;
 };
+bool preferred_statistic(const std::string& key);  // KL and flip statistics
 
 CalibrationResult calibrate(const std::vector<std::pair<std::string, std::map<std::string, double>>>& good,
-                            const std::vector<std::pair<std::string, std::map<std::string, double>>>& bad);
+                            const std::vector<std::pair<std::string, std::map<std::string, double>>>& bad,
+                            bool leave_one_out = true);
+// Throws kc::Error (exit 3) unless there are ≥ 2 good and ≥ 2 bad runs.
+void require_runs(std::size_t good, std::size_t bad);
 
 }  // namespace kc

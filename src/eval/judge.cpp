@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #ifdef __AVX512F__
 #include <immintrin.h>
 #endif
@@ -13,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "eval/variant.h"
 #include "io/safetensors.h"
 #include "metrics/fastmath.h"
 
@@ -790,6 +792,98 @@ std::array<double, kMarginBins> expected_flips(const JudgeAccumulator& a, double
   return e;
 }
 
+// Which cells a split merges (the inverse of summarize's grouping).
+std::function<bool(int)> split_cells(const SplitSummary& s, const std::vector<std::string>& domains) {
+  if (s.kind == "domain") {
+    int d = static_cast<int>(std::find(domains.begin(), domains.end(), s.name) - domains.begin());
+    return [d](int c) { return c / kCellsPerDomain == d; };
+  }
+  if (s.kind == "phase") {
+    int p = s.name == "decode" ? 1 : 0;
+    return [p](int c) { return c % kPhases == p; };
+  }
+  if (s.kind == "depth") {
+    int b = depth_bucket(std::stoll(s.name));
+    return [b](int c) { return (c / kPhases) % kDepthBuckets == b; };
+  }
+  return [](int) { return true; };
+}
+
+// Per segment j, x_j = (Σ KL of the split's positions in j) / (the split's positions): Σ_j x_j is the
+// run's KL mean over the split. *n_out: the split's positions with finite KL.
+std::vector<double> segment_contributions(const JudgeAccumulator& a, const std::function<bool(int)>& in,
+                                          std::int64_t* n_out, int* segments_out) {
+  std::vector<double> x(a.n_segments, 0.0);
+  std::uint64_t n = 0;
+  int segs = 0;
+  for (int j = 0; j < a.n_segments; ++j) {
+    ExactSum s;
+    bool any = false;
+    for (auto& c : a.segment_cells[j])
+      if (in(c.cell) && c.n) {
+        s.merge(c.kl);
+        n += c.n;
+        any = true;
+      }
+    x[j] = s.value();
+    segs += any;
+  }
+  if (n)
+    for (double& v : x) v /= static_cast<double>(n);
+  if (n_out) *n_out = static_cast<std::int64_t>(n);
+  if (segments_out) *segments_out = segs;
+  return x;
+}
+
+struct Paired {
+  double cand = NAN, floor_mean = NAN, v_seg = NAN, v_run = NAN, sd = NAN, df = NAN, t = NAN;
+  std::vector<double> floor_means;
+};
+
+// The candidate's split mean against m ≥ 2 floor runs' (docs/judge.md, "Floor test"): under the null the
+// candidate is one more run exchangeable with them, so Var(cand − floor mean) = (1 + 1/m) · Var(one run).
+// Var(one run) is estimated twice: Σ_j s_j² (per-segment spread over the floor runs; segments independent,
+// ~J·(m − 1) degrees of freedom) and s² of the runs' means (m − 1 degrees of freedom; also holds a shift
+// shared by all positions of a run, the between-implementation spread); the larger is used, with
+// Satterthwaite's degrees of freedom for the sum of the two parts.
+Paired paired_test(const std::vector<double>& c, const std::vector<const std::vector<double>*>& f) {
+  Paired r;
+  const std::size_t m = f.size();
+  const double md = static_cast<double>(m);
+  r.cand = 0;
+  for (double v : c) r.cand += v;
+  for (auto* x : f) {
+    double s = 0;
+    for (double v : *x) s += v;
+    r.floor_means.push_back(s);
+  }
+  r.floor_mean = 0;
+  for (double v : r.floor_means) r.floor_mean += v / md;
+  double vs = 0, s4 = 0;
+  for (std::size_t j = 0; j < c.size(); ++j) {
+    double mean = 0;
+    for (auto* x : f) mean += (*x)[j] / md;
+    double ss = 0;
+    for (auto* x : f) ss += ((*x)[j] - mean) * ((*x)[j] - mean);
+    const double var = ss / (md - 1);
+    vs += var;
+    s4 += var * var;
+  }
+  double vr = 0;
+  for (double v : r.floor_means) vr += (v - r.floor_mean) * (v - r.floor_mean) / (md - 1);
+  r.v_seg = vs, r.v_run = vr;
+  (void)s4;
+  const double k = 1 + 1 / md, V = k * std::max(vs, vr);
+  r.sd = std::sqrt(V);
+  // m − 1 degrees of freedom: a shift shared by all positions of a run (between-implementation spread) is
+  // only measured by v_run. Satterthwaite's df for the v_seg part (~J·(m − 1)) gave 9 % false alarms at
+  // α = 5 % with a 3 % run shift (tests/eval/judge_test.cpp, FloorTestFalseAlarmRateUnderTheNull); with
+  // V ≥ k · v_run the t(m − 1) reference is exact or conservative.
+  r.df = md - 1;
+  r.t = V > 0 ? (r.cand - r.floor_mean) / r.sd : NAN;
+  return r;
+}
+
 std::string quote(const std::string& s, std::size_t from, std::size_t to) {
   std::string q = s.substr(from, to - from);
   for (auto& ch : q)
@@ -798,6 +892,47 @@ std::string quote(const std::string& s, std::size_t from, std::size_t to) {
 }
 
 }  // namespace
+
+namespace {
+struct RunClass {
+  bool bf16 = false;
+  std::string kv = "f32", logits = "f32";
+};
+RunClass run_class(const std::string& variant) {
+  RunClass c;
+  try {  // the lab's own variants: parse_variant validates and gives the base and the KV dtype
+    Variant v = parse_variant(variant, "variant");
+    c.bf16 = v.bf16_base;
+    if (v.kv) c.kv = dtype_name(*v.kv);
+  } catch (const Error&) {
+  }
+  // Terms as written (foreign engines, and terms this build's parser may not know, such as logits=).
+  std::size_t at = 0;
+  while (at <= variant.size()) {
+    std::size_t e = variant.find('+', at);
+    if (e == std::string::npos) e = variant.size();
+    std::string term = variant.substr(at, e - at);
+    if (term == "bf16") c.bf16 = true;
+    if (term.rfind("kv=", 0) == 0 && c.kv == "f32") c.kv = term.substr(3);
+    if (term.rfind("logits=", 0) == 0) c.logits = term.substr(7);
+    at = e + 1;
+  }
+  return c;
+}
+}  // namespace
+
+std::string floor_provenance_mismatch(const Provenance& cand, const Provenance& floor) {
+  if (cand.engine.empty() || floor.engine.empty() || cand.engine == "logits" || floor.engine == "logits")
+    return "";
+  if (cand.engine != floor.engine)
+    return fmt::format("engine {} against a floor of engine {}", cand.engine, floor.engine);
+  RunClass a = run_class(cand.variant), b = run_class(floor.variant);
+  if (a.bf16 != b.bf16)
+    return fmt::format("base precision {} against a floor in {}", a.bf16 ? "bf16" : "f32", b.bf16 ? "bf16" : "f32");
+  if (a.kv != b.kv) return fmt::format("KV cache {} against a floor with KV cache {}", a.kv, b.kv);
+  if (a.logits != b.logits) return fmt::format("logits {} against a floor with logits {}", a.logits, b.logits);
+  return "";
+}
 
 JudgeReport judge(const GoldenMeta& golden, const std::string& golden_path, const JudgeAccumulator& cand,
                   const std::string& cand_path, const std::vector<JudgeAccumulator>& noise,
@@ -879,8 +1014,76 @@ JudgeReport judge(const GoldenMeta& golden, const std::string& golden_path, cons
     }
     R.bins.push_back(br);
   }
+  // Paired floor tests of the KL mean per split (noise mode, ≥ 2 noise runs that differ).
+  if (!th && noise.size() >= 2) {
+    std::vector<const SplitSummary*> splits;
+    for (const SplitSummary* sp : all_splits(R.cand))
+      if (sp->n >= opt.min_split_center) splits.push_back(sp);
+    int deepest = -1;
+    for (const SplitSummary* sp : splits)
+      if (sp->kind == "depth") deepest = std::max(deepest, depth_bucket(std::stoll(sp->name)));
+    bool spread = false;
+    std::vector<FloorTest> tests;
+    for (const SplitSummary* sp : splits) {
+      auto in = split_cells(*sp, cand.domains);
+      FloorTest ft;
+      ft.split = split_label(*sp), ft.kind = sp->kind, ft.name = sp->name;
+      std::vector<double> xc = segment_contributions(cand, in, &ft.n, &ft.segments);
+      std::vector<std::vector<double>> xf;
+      for (auto& a : noise) xf.push_back(segment_contributions(a, in, nullptr, nullptr));
+      std::vector<const std::vector<double>*> fp;
+      for (auto& x : xf) fp.push_back(&x);
+      Paired pr = paired_test(xc, fp);
+      ft.cand = pr.cand, ft.floor_mean = pr.floor_mean, ft.floor_runs = pr.floor_means;
+      ft.v_segments = pr.v_seg, ft.v_runs = pr.v_run, ft.sd = pr.sd, ft.df = pr.df, ft.t = pr.t;
+      if (pr.sd > 0) spread = true;
+      if (noise.size() >= 3)
+        for (std::size_t i = 0; i < noise.size(); ++i) {
+          std::vector<const std::vector<double>*> rest;
+          for (std::size_t q = 0; q < noise.size(); ++q)
+            if (q != i) rest.push_back(&xf[q]);
+          ft.loo_t.push_back(paired_test(xf[i], rest).t);
+        }
+      ft.matters = (sp->kind == "phase" && sp->name == "decode") ||
+                   (sp->kind == "depth" && depth_bucket(std::stoll(sp->name)) == deepest);
+      tests.push_back(std::move(ft));
+    }
+    if (!spread) {
+      R.notes.push_back("the noise runs are identical: their spread is unknown, so only the fixed "
+                        "limits (--kl-factor) apply; record the floor with different implementations");
+    } else {
+      for (auto& ft : tests)
+        if (ft.sd > 0) R.floor_tests.push_back(std::move(ft));
+    }
+  } else if (!th && noise.size() == 1) {
+    R.notes.push_back("one noise run: the spread of equally correct implementations is unknown, so only the "
+                      "fixed limits (--kl-factor) apply; give ≥ 2 noise runs for the floor test");
+  }
+  // One Holm family: the floor tests and the flip bins.
+  R.family_size = static_cast<int>(pvals.size() + R.floor_tests.size());
+  for (auto& ft : R.floor_tests) {
+    ft.p_value = student_t_cdf(-ft.t, ft.df);
+    pvals.push_back(ft.p_value);
+  }
   std::vector<bool> rej = holm_reject(pvals, opt.alpha);
   for (std::size_t i = 0; i < tested.size(); ++i) R.bins[tested[i]].rejected = rej[i];
+  {
+    std::vector<std::size_t> order(pvals.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return pvals[a] < pvals[b]; });
+    const double K = static_cast<double>(R.family_size);
+    for (std::size_t rank = 0; rank < order.size(); ++rank) {
+      if (order[rank] < tested.size()) continue;
+      FloorTest& ft = R.floor_tests[order[rank] - tested.size()];
+      ft.rejected = rej[order[rank]];
+      ft.limit = ft.floor_mean + student_t_quantile(1 - opt.alpha / (K - static_cast<double>(rank)), ft.df) * ft.sd;
+    }
+    for (auto& ft : R.floor_tests) {
+      // Power at the first Holm level (Bonferroni α/K): the smallest increase found with probability `power`.
+      ft.mde = (student_t_quantile(1 - opt.alpha / K, ft.df) + student_t_quantile(opt.power, ft.df)) * ft.sd;
+      ft.mde_ratio = ft.floor_mean > 0 ? (ft.floor_mean + ft.mde) / ft.floor_mean : INFINITY;
+    }
+  }
 
   auto add = [&](Finding f) {
     if (std::isnan(f.ratio) && f.limit > 0) f.ratio = f.value / f.limit;
@@ -942,13 +1145,23 @@ JudgeReport judge(const GoldenMeta& golden, const std::string& golden_path, cons
                          opt.kl_abs_min)});
       }
     }
+    for (auto& ft : R.floor_tests) {
+      std::string runs;
+      for (double v : ft.floor_runs) runs += (runs.empty() ? "" : " ") + fmt::format("{:.4g}", v);
+      add({"floor_test", ft.split, "kl_mean", ft.cand, ft.limit, ft.floor_mean, NAN, ft.rejected,
+           fmt::format("paired over {} segments: t = {:.3g} (df {:.3g}), one-sided p = {:.3g} (Holm, family of {} "
+                       "at α = {}); floor runs [{}]; detects {:.3g}× at {:.0f} % power",
+                       ft.segments, ft.t, ft.df, ft.p_value, R.family_size, opt.alpha, runs, ft.mde_ratio,
+                       100 * opt.power)});
+    }
     for (int b : tested) {
       const BinReport& br = R.bins[b];
       double ratio = br.floor.rate > 0 ? br.cand.rate / br.floor.rate : (br.cand.flips ? INFINITY : 0.0);
       add({"flip_test", "bin " + br.label, "flip_rate", br.cand.rate, br.floor.rate, br.floor.rate, ratio,
            br.rejected,
-           fmt::format("{} / {} flips vs floor {} / {}; one-sided Fisher p = {:.3g} (Holm, family α = {})",
-                       br.cand.flips, br.cand.n, br.floor.flips, br.floor.n, br.p_value, opt.alpha)});
+           fmt::format("{} / {} flips vs floor {} / {}; one-sided Fisher p = {:.3g} (Holm, family of {} at α = {})",
+                       br.cand.flips, br.cand.n, br.floor.flips, br.floor.n, br.p_value, R.family_size,
+                       opt.alpha)});
     }
   }
   // Inconclusive reasons (a FAIL overrides them: a failing statistic is evidence enough).
@@ -962,6 +1175,12 @@ JudgeReport judge(const GoldenMeta& golden, const std::string& golden_path, cons
     R.inconclusive_reasons.push_back(fmt::format(
         "only {} positions with margin in (0, 1]: too few to test the flip rate against the floor (need {})",
         ov.n_uncertain, opt.min_uncertain));
+  for (auto& ft : R.floor_tests)
+    if (ft.matters && !(ft.mde_ratio <= opt.mde_target))
+      R.inconclusive_reasons.push_back(fmt::format(
+          "{}: this corpus and floor detect only a {:.3g}× increase of KL mean at {:.0f} % power (need ≤ {}×); "
+          "add noise runs or positions",
+          ft.split, ft.mde_ratio, 100 * opt.power, opt.mde_target));
   if (ov.coverage_mass < opt.min_coverage)
     R.inconclusive_reasons.push_back(
         fmt::format("the candidate reported only {:.2f} % of the reference top-{} probability mass (need "

@@ -1,6 +1,7 @@
 // Text, JSON and JUnit renderings of a JudgeReport. JSON keys are documented in docs/judge.md and stable.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -84,6 +85,10 @@ json report_json(const JudgeReport& r) {
   j["candidate"] = r.candidate_path;
   j["candidate_made_by"] = {{"engine", r.candidate_made_by.engine}, {"variant", r.candidate_made_by.variant}};
   j["noise"] = r.noise_paths;
+  ordered nm = ordered::array();
+  for (auto& p : r.noise_made_by) nm.push_back({{"engine", p.engine}, {"variant", p.variant}});
+  j["noise_made_by"] = nm;
+  j["floor_mismatches"] = r.floor_mismatches;
   j["thresholds"] = r.thresholds_path.empty() ? ordered(nullptr) : ordered(r.thresholds_path);
   const SplitSummary& o = r.cand.overall;
   j["positions_judged"] = r.positions_judged;
@@ -130,6 +135,38 @@ json report_json(const JudgeReport& r) {
                                {"without_flip", r.cand.high_kl_no_flip},
                                {"share", num(r.cand.high_kl_no_flip_share)}};
   j["sigma"] = {{"candidate", num(o.sigma)}, {"floor", num(r.sigma_floor)}};
+  ordered ft = ordered::array();
+  for (auto& t : r.floor_tests) {
+    ordered runs = ordered::array(), loo = ordered::array();
+    for (double v : t.floor_runs) runs.push_back(num(v));
+    for (double v : t.loo_t) loo.push_back(num(v));
+    ft.push_back({{"split", t.split},
+                  {"statistic", t.statistic},
+                  {"n", t.n},
+                  {"segments", t.segments},
+                  {"value", num(t.cand)},
+                  {"floor_mean", num(t.floor_mean)},
+                  {"floor_runs", runs},
+                  {"ratio_to_floor", num(t.floor_mean > 0 ? t.cand / t.floor_mean : NAN)},
+                  {"v_segments", num(t.v_segments)},
+                  {"v_runs", num(t.v_runs)},
+                  {"sd", num(t.sd)},
+                  {"df", num(t.df)},
+                  {"t", num(t.t)},
+                  {"p_value", num(t.p_value)},
+                  {"limit", num(t.limit)},
+                  {"significant", t.rejected},
+                  {"mde", num(t.mde)},
+                  {"mde_ratio", num(t.mde_ratio)},
+                  {"matters", t.matters},
+                  {"floor_loo_t", loo}});
+  }
+  j["floor_test"] = {{"alpha", r.options.alpha},
+                     {"family_size", r.family_size},
+                     {"power", r.options.power},
+                     {"mde_target", r.options.mde_target},
+                     {"tests", ft}};
+  j["notes"] = r.notes;
   j["coverage"] = {{"ids", num(o.coverage_ids)},
                    {"mass", num(o.coverage_mass)},
                    {"positions_partial", o.positions_partial},
@@ -188,7 +225,12 @@ std::string render_text(const JudgeReport& r) {
     o << fmt::format("  (engine {}, variant {})", r.candidate_made_by.engine.empty() ? "?" : r.candidate_made_by.engine,
                      r.candidate_made_by.variant.empty() ? "-" : r.candidate_made_by.variant);
   o << "\n";
-  for (auto& n : r.noise_paths) o << fmt::format("  noise     {}\n", n);
+  for (std::size_t i = 0; i < r.noise_paths.size(); ++i) {
+    o << fmt::format("  noise     {}", r.noise_paths[i]);
+    if (i < r.noise_made_by.size() && !r.noise_made_by[i].variant.empty())
+      o << fmt::format("  (variant {})", r.noise_made_by[i].variant);
+    o << "\n";
+  }
   if (!r.thresholds_path.empty()) o << fmt::format("  thresholds {}\n", r.thresholds_path);
   o << "\n";
   if (r.verdict == Verdict::fail) {
@@ -212,6 +254,22 @@ std::string render_text(const JudgeReport& r) {
     o << fmt::format("closest to its limit: {} {} {} = {} vs {} ({}× the limit)\n", f.rule, f.split,
                      f.statistic, g3(f.value), g3(f.limit), g3(f.ratio));
   }
+  for (auto& n : r.notes) o << "note: " << n << "\n";
+  if (r.options.explain || r.verdict == Verdict::fail) {
+    // The deciding statistic (or, with --explain, every floor test) against each noise run's own value.
+    for (auto& t : r.floor_tests) {
+      bool deciding = !r.findings.empty() && r.findings.front().rule == "floor_test" &&
+                      r.findings.front().split == t.split;
+      if (!r.options.explain && !deciding) continue;
+      o << fmt::format("{} {} KL mean: candidate {} | noise runs", deciding ? "deciding:" : "explain: ", t.split,
+                       g3(t.cand));
+      for (std::size_t i = 0; i < t.floor_runs.size(); ++i)
+        o << fmt::format(" {}{}", g3(t.floor_runs[i]),
+                         i < t.loo_t.size() ? fmt::format(" (t {:.2f})", t.loo_t[i]) : std::string());
+      o << fmt::format(" | floor mean {}, sd {}, candidate t {:.2f} (noise runs' t: each against the others)\n",
+                       g3(t.floor_mean), g3(t.sd), t.t);
+    }
+  }
   o << "\n";
   auto row = [&](const SplitSummary& s) {
     std::string key = s.kind == "overall" ? "" : s.kind + "." + s.name + ".";
@@ -227,6 +285,20 @@ std::string render_text(const JudgeReport& r) {
   for (auto& s : r.cand.by_domain) row(s);
   for (auto& s : r.cand.by_phase) row(s);
   for (auto& s : r.cand.by_depth) row(s);
+  if (!r.floor_tests.empty()) {
+    o << fmt::format("\n  floor test, KL mean paired over segments (Holm, family of {} at α = {}; MDE: the "
+                     "increase found with {:.0f} % power)\n",
+                     r.family_size, r.options.alpha, 100 * r.options.power);
+    o << fmt::format("  {:<18} {:>10} {:>10} {:>21} {:>7} {:>9} {:>7}\n", "split", "KL mean", "floor",
+                     "floor runs min…max", "t", "p", "MDE ×");
+    for (auto& t : r.floor_tests) {
+      double lo = INFINITY, hi = -INFINITY;
+      for (double v : t.floor_runs) lo = std::min(lo, v), hi = std::max(hi, v);
+      o << fmt::format("  {:<18} {:>10} {:>10} {:>21} {:>7.2f} {:>9} {:>7.3g}{}{}\n", t.split, g3(t.cand),
+                       g3(t.floor_mean), g3(lo) + "…" + g3(hi), t.t, g3(t.p_value), t.mde_ratio,
+                       t.rejected ? " *" : "", t.matters ? " (must detect)" : "");
+    }
+  }
   o << fmt::format("\n  KL mean {} ± {}, p90 {}, p99.9 {}", g3(ov.kl.mean), g3(ov.kl.stderr_), g3(ov.kl.p90),
                    g3(ov.kl.p999));
   if (ov.full_kl.n)

@@ -153,6 +153,15 @@ void JudgeAccumulator::init(int k_, std::vector<std::string> doms, int n_seg) {
   cells.assign(domains.size() * kCellsPerDomain, CellStats{});
   segment_kl.assign(n_seg, ExactSum{});
   segment_n.assign(n_seg, 0);
+  segment_cells.assign(n_seg, {});
+}
+
+void JudgeAccumulator::add_segment_cell(int segment, int cell, std::uint64_t n, const ExactSum& kl) {
+  auto& v = segment_cells[segment];
+  auto it = std::lower_bound(v.begin(), v.end(), cell, [](const SegmentCellSum& a, int c) { return a.cell < c; });
+  if (it == v.end() || it->cell != cell) it = v.insert(it, SegmentCellSum{cell, 0, {}});
+  it->n += n;
+  it->kl.merge(kl);
 }
 
 void JudgeAccumulator::add_range(std::int64_t b, std::int64_t e) {
@@ -402,8 +411,8 @@ void JudgeAccumulator::add_block(const PositionBlock& b) {
     add_cell_run(cells[b.cell[s]], b, s, e, k);
     s = e;
   }
-  for (int s = 0; s < b.n;) {  // runs of one segment: Σ KL per segment
-    const int e = run_end(b.segment, s, b.n);
+  for (int s = 0; s < b.n;) {  // runs of one segment and one cell: Σ KL per segment and per segment × cell
+    const int e = std::min(run_end(b.segment, s, b.n), run_end(b.cell, s, b.n));
     const int seg = b.segment[s];
     if (seg >= 0 && seg < n_segments) {
       LaneSum sum;
@@ -413,8 +422,13 @@ void JudgeAccumulator::add_block(const PositionBlock& b) {
         sum.add(fin ? load8<V8d>(b.kl, i, e) : V8d{});
         cnt -= fin;
       }
-      sum.fold_into(segment_kl[seg]);
-      for (int l = 0; l < 8; ++l) segment_n[seg] += static_cast<std::uint64_t>(cnt[l]);
+      ExactSum run;
+      sum.fold_into(run);
+      std::uint64_t nr = 0;
+      for (int l = 0; l < 8; ++l) nr += static_cast<std::uint64_t>(cnt[l]);
+      segment_kl[seg].merge(run);
+      segment_n[seg] += nr;
+      if (nr) add_segment_cell(seg, b.cell[s], nr, run);
     }
     s = e;
   }
@@ -466,6 +480,9 @@ void JudgeAccumulator::add(const PositionRecord& r) {
   if (finite && r.segment >= 0 && r.segment < n_segments) {
     segment_kl[r.segment].add(r.score.kl);
     ++segment_n[r.segment];
+    ExactSum one;
+    one.add(r.score.kl);
+    add_segment_cell(r.segment, r.cell, 1, one);
   }
   if (r.flip && r.margin > 1.0 && high_margin_flips.size() < kHighMarginList)
     high_margin_flips.emplace_back(r.position, r.margin);
@@ -526,6 +543,7 @@ void JudgeAccumulator::merge(const JudgeAccumulator& o) {
   for (int s = 0; s < n_segments; ++s) {
     segment_kl[s].merge(o.segment_kl[s]);
     segment_n[s] += o.segment_n[s];
+    for (const auto& c : o.segment_cells[s]) add_segment_cell(s, c.cell, c.n, c.kl);
   }
   for (auto& w : o.worst)
     if (wants_worst(w.kl, w.position)) offer_worst(w);
@@ -648,6 +666,13 @@ json JudgeAccumulator::to_json() const {
   json seg = json::array();
   for (int s = 0; s < n_segments; ++s) seg.push_back({segment_kl[s].hi, segment_kl[s].lo, segment_n[s]});
   j["segments"] = seg;
+  json sc = json::array();  // per segment: [[cell, Σ KL hi, lo, n], …]
+  for (int s = 0; s < n_segments; ++s) {
+    json cs = json::array();
+    for (auto& c : segment_cells[s]) cs.push_back({c.cell, c.kl.hi, c.kl.lo, c.n});
+    sc.push_back(cs);
+  }
+  j["segment_cells"] = sc;
   json w = json::array();
   for (auto& x : worst)
     w.push_back({{"position", x.position},
@@ -693,6 +718,18 @@ JudgeAccumulator JudgeAccumulator::from_json(const json& j, const std::string& f
       a.segment_kl[s].lo = seg[s].at(1);
       a.segment_n[s] = seg[s].at(2);
     }
+    const json& sc = j.at("segment_cells");
+    if (sc.size() != static_cast<std::size_t>(a.n_segments)) fail("{}: accumulator: segment_cells size", file);
+    for (int s = 0; s < a.n_segments; ++s)
+      for (auto& c : sc[s]) {
+        const int cell = c.at(0);
+        if (cell < 0 || static_cast<std::size_t>(cell) >= a.cells.size())
+          fail("{}: accumulator: segment_cells cell {} out of range", file, cell);
+        ExactSum e;
+        e.hi = c.at(1);
+        e.lo = c.at(2);
+        a.add_segment_cell(s, cell, c.at(3).get<std::uint64_t>(), e);
+      }
     for (auto& x : j.at("worst")) {
       WorstPosition w;
       w.position = x.at("position");

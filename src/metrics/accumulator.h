@@ -125,6 +125,14 @@ struct SamplePoint {
 };
 std::uint64_t position_hash(std::int64_t position);
 
+// Σ KL and count of one segment's finite positions in one cell: the paired floor test's per-segment sums
+// of every split (a segment visits a few cells: its depth buckets × phases).
+struct SegmentCellSum {
+  std::int32_t cell = 0;
+  std::uint64_t n = 0;
+  ExactSum kl;
+};
+
 struct JudgeAccumulator {
   static constexpr std::size_t kWorst = 20, kSample = 20000, kHighMarginList = 20;
 
@@ -141,6 +149,8 @@ struct JudgeAccumulator {
   std::vector<unsigned __int128> fine_margin_fixed;
   std::vector<ExactSum> segment_kl;  // per segment: Σ KL (finite)
   std::vector<std::uint64_t> segment_n;
+  std::vector<std::vector<SegmentCellSum>> segment_cells;  // per segment, sorted by cell
+  void add_segment_cell(int segment, int cell, std::uint64_t n, const ExactSum& kl);
   std::vector<WorstPosition> worst;  // sorted by KL desc, then position asc; ≤ kWorst
   std::vector<SamplePoint> sample;   // ≤ kSample, a max-heap by hash (outside add_block … finish_blocks)
   std::uint64_t sample_cut = ~std::uint64_t{0};  // add_block: points with a hash ≥ this cannot enter

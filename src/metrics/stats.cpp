@@ -76,6 +76,67 @@ double fisher_greater(std::uint64_t k1, std::uint64_t n1, std::uint64_t k2, std:
   return std::min(1.0, std::exp(first) * sum);
 }
 
+namespace {
+// Continued fraction of the regularized incomplete beta I_x(a, b) (Numerical Recipes' betacf, Lentz).
+double beta_cf(double a, double b, double x) {
+  const double tiny = 1e-300;
+  double qab = a + b, qap = a + 1, qam = a - 1, c = 1, d = 1 - qab * x / qap;
+  if (std::fabs(d) < tiny) d = tiny;
+  d = 1 / d;
+  double h = d;
+  for (int m = 1; m <= 1000; ++m) {
+    const int m2 = 2 * m;
+    double aa = m * (b - m) * x / ((qam + m2) * (a + m2));
+    d = 1 + aa * d;
+    if (std::fabs(d) < tiny) d = tiny;
+    c = 1 + aa / c;
+    if (std::fabs(c) < tiny) c = tiny;
+    d = 1 / d;
+    h *= d * c;
+    aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
+    d = 1 + aa * d;
+    if (std::fabs(d) < tiny) d = tiny;
+    c = 1 + aa / c;
+    if (std::fabs(c) < tiny) c = tiny;
+    d = 1 / d;
+    const double del = d * c;
+    h *= del;
+    if (std::fabs(del - 1) < 1e-15) break;
+  }
+  return h;
+}
+double inc_beta(double a, double b, double x) {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  const double lbt = std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x);
+  if (x < (a + 1) / (a + b + 2)) return std::exp(lbt) * beta_cf(a, b, x) / a;
+  return 1 - std::exp(lbt) * beta_cf(b, a, 1 - x) / b;
+}
+}  // namespace
+
+double student_t_cdf(double t, double df) {
+  if (std::isnan(t) || !(df > 0)) return NAN;
+  if (std::isinf(df) || df > 1e7) return normal_cdf(t);
+  if (std::isinf(t)) return t > 0 ? 1.0 : 0.0;
+  const double tail = 0.5 * inc_beta(0.5 * df, 0.5, df / (df + t * t));  // P(T > |t|)
+  return t > 0 ? 1 - tail : tail;
+}
+
+double student_t_quantile(double p, double df) {
+  if (!(p > 0.0)) return -INFINITY;
+  if (!(p < 1.0)) return INFINITY;
+  if (!(df > 0)) return NAN;
+  if (std::isinf(df) || df > 1e7) return normal_quantile(p);
+  double lo = -1, hi = 1;
+  while (student_t_cdf(lo, df) > p) lo *= 2;
+  while (student_t_cdf(hi, df) < p) hi *= 2;
+  for (int i = 0; i < 200 && hi - lo > 1e-13 * std::max(1.0, std::fabs(lo)); ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (student_t_cdf(mid, df) < p ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
 std::vector<bool> holm_reject(std::span<const double> p, double alpha) {
   std::vector<std::size_t> order(p.size());
   std::iota(order.begin(), order.end(), 0);

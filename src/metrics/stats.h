@@ -31,6 +31,11 @@ struct ExactSum {
 double normal_cdf(double x);
 double normal_quantile(double p);
 
+// Student's t distribution with df > 0 degrees of freedom (df = +inf: the normal). The CDF is the
+// regularized incomplete beta (Lentz's continued fraction, ~1e-14); the quantile inverts it by bisection.
+double student_t_cdf(double t, double df);
+double student_t_quantile(double p, double df);
+
 // Wilson score interval for k successes in n trials at two-sided confidence 1 − alpha. n = 0 → [0, 1].
 std::pair<double, double> wilson_interval(std::uint64_t k, std::uint64_t n, double alpha = 0.05);
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -251,6 +252,79 @@ TEST(Verdict, NoiseModeRules) {
   EXPECT_EQ(r.verdict, Verdict::inconclusive);
 }
 
+// The paired floor test's false-alarm rate under the null: every run (4 noise runs and the candidate) is
+// drawn from one model, so they are exchangeable by construction. Per position, KL = base (shared by all
+// runs: paired KL is positively correlated) × a per-run shift (between-implementation spread, sd 3 %) × a
+// per-run per-segment factor (positions of a segment share a KV cache) × a χ²₄/4 draw. The verdict's
+// family-wise false-alarm rate must be ≤ α within its sampling error; a 1.5 × regression is found.
+struct NullModel {
+  static constexpr int kSeg = 40, kLen = 60;
+  static inline double kShift = std::getenv("KC_SHIFT") ? std::atof(std::getenv("KC_SHIFT")) : 0.03;
+  std::vector<double> base;
+  std::vector<std::string> domains{"code", "prose"};
+  explicit NullModel(std::mt19937_64& rng) {
+    std::lognormal_distribution<double> ln(std::log(1e-3), 1.0);
+    for (int i = 0; i < kSeg * kLen; ++i) base.push_back(ln(rng));
+  }
+  JudgeAccumulator run(std::mt19937_64& rng, double scale) const {
+    std::normal_distribution<double> z(0, 1);
+    std::chi_squared_distribution<double> chi(4);
+    JudgeAccumulator a;
+    a.init(20, domains, kSeg);
+    a.add_range(0, kSeg * kLen);
+    const double shift = std::exp(kShift * z(rng));
+    for (int j = 0; j < kSeg; ++j) {
+      const double seg = std::exp(0.1 * z(rng));
+      for (int t = 0; t < kLen; ++t) {
+        PositionRecord r;
+        r.position = j * kLen + t;
+        r.segment = j;
+        r.domain = static_cast<std::uint8_t>(j % 2);
+        r.depth = t + 1;
+        r.phase = t >= kLen / 2;
+        r.cell = cell_index(r.domain, depth_bucket(r.depth), r.phase);
+        r.score.kl = scale * base[r.position] * shift * seg * chi(rng) / 4;
+        r.score.kl_upper = r.score.kl;
+        r.score.covered = 20;
+        r.score.mass = r.score.mass_covered = 1;
+        r.margin = 3.0;
+        a.add(r);
+      }
+    }
+    return a;
+  }
+};
+
+TEST(Verdict, FloorTestFalseAlarmRateUnderTheNull) {
+  std::mt19937_64 rng(2026);
+  GoldenMeta m = tiny_meta(NullModel::kSeg * NullModel::kLen, 20);
+  m.segments.clear();
+  for (int j = 0; j < NullModel::kSeg; ++j)
+    m.segments.push_back(Segment{"s" + std::to_string(j), j % 2 ? "prose" : "code", 1, j * NullModel::kLen, "", {}});
+  JudgeOptions o;
+  o.min_uncertain = 0;     // no flips in this model: the floor tests alone decide
+  o.mde_target = INFINITY;  // the power rule is tested elsewhere
+  const int trials = 300;
+  int false_alarms = 0, detected = 0, tests = 0;
+  for (int trial = 0; trial < trials; ++trial) {
+    NullModel model(rng);
+    std::vector<JudgeAccumulator> floor;
+    for (int i = 0; i < 4; ++i) floor.push_back(model.run(rng, 1.0));
+    std::vector<std::string> names{"n0", "n1", "n2", "n3"};
+    auto r = judge(m, "g", model.run(rng, 1.0), "c", floor, names, nullptr, o);
+    ASSERT_NE(r.verdict, Verdict::inconclusive) << r.inconclusive_reasons.front();
+    tests = static_cast<int>(r.floor_tests.size());
+    false_alarms += r.verdict == Verdict::fail;
+    if (trial < 60) detected += judge(m, "g", model.run(rng, 1.5), "c", floor, names, nullptr, o).verdict == Verdict::fail;
+  }
+  const double rate = static_cast<double>(false_alarms) / trials;
+  RecordProperty("false_alarm_rate", std::to_string(rate));
+  RecordProperty("detected_1_5x_of_60", std::to_string(detected));
+  EXPECT_GE(tests, 8);  // overall, 2 domains, 2 phases, depth buckets
+  EXPECT_LE(rate, o.alpha + 3 * std::sqrt(o.alpha * (1 - o.alpha) / trials)) << false_alarms << " of " << trials;
+  EXPECT_GE(detected, 54) << "a 1.5 × regression found in only " << detected << " of 60";
+}
+
 TEST(Verdict, ThresholdsMode) {
   GoldenMeta m = tiny_meta(4000, 20);
   Thresholds t;
@@ -272,8 +346,28 @@ TEST(Calibrate, GreedyCoverAndUnseparable) {
   EXPECT_TRUE(r.unseparated.empty());
   EXPECT_NEAR(r.thresholds.limits.at("kl_mean"), std::sqrt(1.2 * 4.8), 1e-12);
   EXPECT_NEAR(r.thresholds.limits.at("flip_rate"), std::sqrt(0.12 * 0.3), 1e-12);
+  // Leave-one-out: each run judged by the limits fitted without it. Without g2 the kl_mean limit is fitted
+  // to g1 and b2 (sqrt(1.0 · 1.1)) and g2 (1.2) fails; each bad run is caught by a statistic that only it
+  // separates, so left out it passes. Only g1 is judged right: this separation does not generalise.
+  ASSERT_EQ(r.loo.size(), 4u);
+  std::map<std::string, bool> ok;
+  for (auto& l : r.loo) ok[l.run] = l.ok;
+  EXPECT_EQ(ok, (std::map<std::string, bool>{{"g1", true}, {"g2", false}, {"b1", false}, {"b2", false}}));
+  EXPECT_EQ(r.rests_on_one.size(), 2u);
   bad.push_back({"b3", {{"kl_mean", 1.0}, {"flip_rate", 0.05}}});
   EXPECT_EQ(calibrate(good, bad).unseparated, std::vector<std::string>{"b3"});
+  // KL and flip statistics win over a perplexity difference that separates more: nll_diff_mean only
+  // where nothing else catches the run; a limit only one bad run exceeds is flagged.
+  std::vector<std::pair<std::string, T>> g2{{"g1", {{"kl_mean", 1.0}, {"nll_diff_mean", 0.01}}},
+                                            {"g2", {{"kl_mean", 1.1}, {"nll_diff_mean", 0.012}}}};
+  std::vector<std::pair<std::string, T>> b2{{"b1", {{"kl_mean", 1.5}, {"nll_diff_mean", 0.5}}},
+                                            {"b2", {{"kl_mean", 1.0}, {"nll_diff_mean", 0.4}}}};
+  CalibrationResult c = calibrate(g2, b2);
+  EXPECT_EQ(c.chosen.front().key, "kl_mean");
+  EXPECT_EQ(c.chosen.back().key, "nll_diff_mean");  // only it catches b2
+  EXPECT_EQ(c.rests_on_one, (std::vector<std::string>{"kl_mean"}));
+  EXPECT_THROW(require_runs(2, 1), Error);
+  EXPECT_NO_THROW(require_runs(2, 2));
 }
 
 }  // namespace

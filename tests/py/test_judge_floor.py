@@ -1,0 +1,220 @@
+"""The paired floor test (docs/judge.md, "Floor test") against an independent numpy computation.
+
+From the stored golden and candidate arrays, the per-position KL is recomputed (test_judge_metrics.Oracle),
+summed per segment and split, and the test statistic, its degrees of freedom (m − 1), the one-sided
+Student t p-value (integrated numerically here, not by the library's incomplete beta), Holm over the whole
+family (floor tests + flip bins), the minimum detectable effect and the leave-one-out t of each noise run are
+checked against the JSON report. Then: a 1.56× regression fails by the floor test while an implementation
+drawn like the noise runs passes, the text report shows the deciding split against each noise run, one noise
+run or identical noise runs fall back to the fixed limits with a note.
+"""
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from test_judge_metrics import KC, Oracle, close, holm, log_softmax, real_looking_logits, run
+
+NSEG, L, V, SIGMA = 24, 200, 500, 0.02
+N = NSEG * L
+
+
+GL = np.polynomial.legendre.leggauss(400)
+
+
+def t_sf(t, df):
+    """P(T > t) for Student t with df degrees of freedom: Gauss–Legendre quadrature of the density over
+    x = tan θ, θ ∈ (atan t, π/2) (independent of the incomplete beta the judge uses)."""
+    if math.isinf(df):
+        return 0.5 * math.erfc(t / math.sqrt(2))
+    x, w = GL
+    a, b = math.atan(t), math.pi / 2
+    th = 0.5 * (b - a) * x + 0.5 * (b + a)
+    c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+    f = c * (1 + np.tan(th) ** 2 / df) ** (-(df + 1) / 2) / np.cos(th) ** 2
+    return float(0.5 * (b - a) * (w * f).sum())
+
+
+def t_ppf(p, df):
+    lo, hi = -50.0, 50.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if 1 - t_sf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("floor")
+    rng = np.random.default_rng(77)
+    ref = real_looking_logits(rng, N, V)
+    tokens = np.array([rng.choice(V, p=np.exp(r)) for r in log_softmax(ref)], np.int32)
+    segs = [{"name": f"s{j}", "domain": "code" if j % 2 else "prose", "depth": 0, "start": j * L,
+             "decode_from": L // 2} for j in range(NSEG)]
+    (d / "segs.json").write_text(json.dumps(segs))
+    np.save(d / "ref.npy", ref)
+    np.save(d / "tokens.npy", tokens)
+    run("record", "--from-logits", d / "ref.npy", "--tokens", d / "tokens.npy", "--segments", d / "segs.json",
+        "-o", d / "g.safetensors", rc=0)
+    # Equally correct implementations: the same per-logit noise, other draws; the regression: 1.25 σ
+    # (KL ≈ 1.56 × the floor's).
+    runs = [(f"n{i}", SIGMA, 10 + i) for i in range(4)] + [("ok", SIGMA, 20), ("bad", 1.25 * SIGMA, 21)]
+    for name, scale, seed in runs:
+        x = (ref + np.random.default_rng(seed).normal(0, scale, ref.shape)).astype(np.float32)
+        np.save(d / f"{name}.npy", x)
+        run("record", "--from-logits", d / f"{name}.npy", "--golden", d / "g.safetensors", "-o",
+            d / f"{name}.safetensors", rc=0)
+    return d
+
+
+def report(d, cand, noise, *extra, rc=None):
+    out = d / f"r_{cand}_{len(noise)}_{abs(hash(extra))}.json"
+    args = ["test", d / "g.safetensors", d / f"{cand}.safetensors", "--json", out, *extra]
+    for n in noise:
+        args += ["--noise", d / f"{n}.safetensors"]
+    p = run(*args, rc=rc)
+    return json.loads(out.read_text()), p
+
+
+def split_masks(g):
+    seg = g["segment"].astype(np.int64)
+    dom = np.where(seg % 2 == 1, "code", "prose")
+    depth = g["depth"].astype(np.int64)
+    lower = np.where(depth > 0, 2 ** np.floor(np.log2(np.maximum(depth, 1))), 0).astype(np.int64)
+    m = {"overall": np.ones(len(seg), bool)}
+    for name in ["code", "prose"]:
+        m[f"domain {name}"] = dom == name
+    for name, ph in [("prefill", 0), ("decode", 1)]:
+        m[f"phase {name}"] = g["phase"] == ph
+    for lo in np.unique(lower):
+        m[f"depth {lo}"] = lower == lo
+    return m, seg
+
+
+def paired(c, f):
+    """c: per-segment contributions of the candidate [J]; f: [m, J] of the noise runs."""
+    m = f.shape[0]
+    s2 = f.var(axis=0, ddof=1)
+    vs, vr = s2.sum(), f.sum(axis=1).var(ddof=1)
+    V = (1 + 1 / m) * max(vs, vr)
+    df = m - 1
+    return c.sum(), f.sum(axis=1), vs, vr, math.sqrt(V), df, (c.sum() - f.sum(axis=1).mean()) / math.sqrt(V)
+
+
+def test_floor_test_matches_numpy(data):
+    d = data
+    noise = [f"n{i}" for i in range(4)]
+    for cand in ["ok", "bad"]:
+        rep, _ = report(d, cand, noise)
+        oc = Oracle(d / "g.safetensors", d / f"{cand}.safetensors")
+        of = [Oracle(d / "g.safetensors", d / f"{n}.safetensors") for n in noise]
+        masks, seg = split_masks(oc.g)
+        tests = {t["split"]: t for t in rep["floor_test"]["tests"]}
+        want = [k for k, v in masks.items() if v.sum() >= 100]
+        assert sorted(tests) == sorted(want)
+        K = rep["floor_test"]["family_size"]
+        flip_p = [b["p_value"] for b in rep["flip_rate_by_margin"][1:] if b["p_value"] is not None]
+        assert K == len(tests) + len(flip_p)
+        ours = {}
+        for name in want:
+            sel = masks[name]
+            n = sel.sum()
+            contrib = lambda o: np.bincount(seg[sel], weights=o.kl[sel], minlength=NSEG) / n
+            c = contrib(oc)
+            f = np.stack([contrib(o) for o in of])
+            val, means, vs, vr, sd, df, t = paired(c, f)
+            p = t_sf(t, df)
+            ft = tests[name]
+            assert ft["n"] == n and ft["segments"] == len(np.unique(seg[sel]))
+            assert close(ft["value"], val, rtol=1e-6) and close(ft["floor_mean"], means.mean(), rtol=1e-6)
+            for a, b in zip(ft["floor_runs"], means):
+                assert close(a, b, rtol=1e-6)
+            assert close(ft["v_segments"], vs, rtol=1e-4) and close(ft["v_runs"], vr, rtol=1e-4)
+            assert close(ft["sd"], sd, rtol=1e-4) and close(ft["df"], df, rtol=1e-4), name
+            assert close(ft["t"], t, rtol=1e-4, atol=1e-4), name
+            assert close(ft["p_value"], p, rtol=1e-3, atol=1e-12), (name, ft["p_value"], p)
+            mde = (t_ppf(1 - 0.05 / K, df) + t_ppf(0.95, df)) * sd
+            assert close(ft["mde"], mde, rtol=1e-3), name
+            assert close(ft["mde_ratio"], (means.mean() + mde) / means.mean(), rtol=1e-3)
+            loo = [paired(f[i], np.delete(f, i, axis=0))[6] for i in range(4)]
+            for a, b in zip(ft["floor_loo_t"], loo):
+                assert close(a, b, rtol=1e-4, atol=1e-4)
+            ours[name] = p
+        # Holm over the floor tests and the flip bins together.
+        names = list(ours)
+        rej = holm([ours[k] for k in names] + flip_p, 0.05)
+        for k, r in zip(names, rej):
+            assert tests[k]["significant"] == r, k
+        bins_tested = [b for b in rep["flip_rate_by_margin"][1:] if b["p_value"] is not None]
+        for b, r in zip(bins_tested, rej[len(names):]):
+            assert b["significant"] == r
+        if cand == "ok":
+            assert rep["verdict"] == "PASS", [f for f in rep["findings"] if f["failed"]]
+            assert not any(t["significant"] for t in tests.values())
+        else:
+            assert rep["verdict"] == "FAIL"
+            assert rep["decided_by"]["rule"] in ("floor_test", "kl_limit", "flip_test")
+            assert tests["overall"]["significant"]
+
+
+def test_regression_below_twice_the_floor_fails(data):
+    """KL ≈ 1.56 × the floor: the 2 × limit passes it, the floor test does not."""
+    d = data
+    rep, p = report(d, "bad", [f"n{i}" for i in range(4)], rc=1)
+    kl_limits = [f for f in rep["findings"] if f["rule"] == "kl_limit" and f["split"] == "overall"
+                 and f["statistic"] == "kl_mean"]
+    assert kl_limits and not kl_limits[0]["failed"]
+    ov = [t for t in rep["floor_test"]["tests"] if t["split"] == "overall"][0]
+    assert 1.3 < ov["ratio_to_floor"] < 2 and ov["significant"]
+    # The text names the deciding split with each noise run's value.
+    assert "noise runs" in p.stdout and "floor test, KL mean paired" in p.stdout
+    # --explain shows every split against the noise runs.
+    _, p2 = report(d, "ok", [f"n{i}" for i in range(4)], "--explain", rc=0)
+    assert p2.stdout.count("explain:") == len(rep["floor_test"]["tests"])
+
+
+def test_power_decides_inconclusive(data):
+    """A split that matters (decode, deepest depth) must detect 1.25 ×; asking for 1.01 × is out of reach."""
+    d = data
+    rep, _ = report(d, "ok", [f"n{i}" for i in range(4)], "--mde-target", "1.01", rc=2)
+    assert any("phase decode" in r for r in rep["inconclusive_reasons"])
+    matters = {t["split"] for t in rep["floor_test"]["tests"] if t["matters"]}
+    assert "phase decode" in matters and "depth 128" in matters
+
+
+def test_one_or_identical_noise_runs_fall_back(data):
+    d = data
+    rep, _ = report(d, "ok", ["n0"], rc=0)
+    assert rep["floor_test"]["tests"] == [] and any("one noise run" in n for n in rep["notes"])
+    rep, p = report(d, "ok", ["n0", "n0"], rc=0)
+    assert rep["floor_test"]["tests"] == [] and any("identical" in n for n in rep["notes"])
+    assert "note: " in p.stdout
+
+
+def test_mismatched_floor_is_refused_or_said_loudly(data):
+    """A floor recorded with other logits / KV / base precision than the candidate is refused (exit 3);
+    --allow-floor-mismatch judges it and every report says so."""
+    d = data
+    for name, variant in [("c_bf16", "bf16+p=fp8"), ("f_bf16", "bf16+order=1"), ("f_logits", "bf16+logits=bf16"),
+                          ("f_kv", "bf16+kv=fp8"), ("f_f32", "f32")]:
+        run("record", "--from-logits", d / "ok.npy", "--golden", d / "g.safetensors", "--engine", "kerncheck",
+            "--variant", variant, "-o", d / f"{name}.safetensors", rc=0)
+    args = ["test", d / "g.safetensors", d / "c_bf16.safetensors"]
+    run(*args, "--noise", d / "f_bf16.safetensors", "--noise", d / "f_bf16.safetensors", rc=0)  # p= is the change
+    for f, what in [("f_logits", "logits"), ("f_kv", "KV cache"), ("f_f32", "base precision")]:
+        p = run(*args, "--noise", d / "f_bf16.safetensors", "--noise", d / f"{f}.safetensors", rc=3)
+        assert f"{f}.safetensors" in p.stderr and what in p.stderr and "--allow-floor-mismatch" in p.stderr
+        out = d / f"mm_{f}.json"
+        p = run(*args, "--noise", d / "f_bf16.safetensors", "--noise", d / f"{f}.safetensors",
+                "--allow-floor-mismatch", "--json", out)
+        assert p.returncode in (0, 1, 2) and "FLOOR MISMATCH" in p.stdout
+        rep = json.loads(out.read_text())
+        assert len(rep["floor_mismatches"]) == 1 and what in rep["floor_mismatches"][0]
+        assert rep["notes"][0].startswith("FLOOR MISMATCH")
+        assert [m["variant"] for m in rep["noise_made_by"]] == ["bf16+order=1", {"f_logits": "bf16+logits=bf16",
+                                                                                 "f_kv": "bf16+kv=fp8", "f_f32": "f32"}[f]]
