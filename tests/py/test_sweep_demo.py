@@ -136,7 +136,8 @@ def test_demo_tiny(setup):
     assert r.returncode in (0, 1), r.stderr
     s = json.loads((out / "summary.json").read_text())
     names = [x["name"] for x in s["runs"]]
-    assert names == ["bf16", "bf16-flash", "p-bf16", "p-f16", "p-fp8", "p-fp8x448", "p-fp8x256"]
+    assert names == ["bf16", "bf16-flash", "order-1", "order-2", "order-3", "order-4", "p-bf16", "p-f16", "p-fp8",
+                     "p-fp8-flash", "p-fp8x448", "p-fp8x256"]
     assert len(s["expectations"]) == 4
     assert (r.returncode == 0) == all(e["held"] for e in s["expectations"])
     for n in names:
@@ -145,10 +146,13 @@ def test_demo_tiny(setup):
         rep = json.loads((out / "reports" / f"{n}.json").read_text())
         x = next(x for x in s["runs"] if x["name"] == n)
         assert x["verdict_floor"] == rep["verdict"] and x["kl_median_prose"] == rep["by_domain"]["prose"]["kl"]["median"]
+        # The floor's spread beside each run: the overall floor test's KL means, as in the run's report.
+        ft = next(t for t in rep["floor_test"]["tests"] if t["split"] == "overall")
+        assert x["floor_test_overall"]["floor_runs"] == ft["floor_runs"] and len(ft["floor_runs"]) >= 5
     index = (out / "index.html").read_text()
     assert "reports/p-fp8.html" in index and 'class="sweep-kl"' in index
     assert "Summary" in r.stdout and "Expectations" in r.stdout
     # Rerun: everything is reused.
     r2 = kc(*args, check=False)
     assert r2.returncode == r.returncode
-    assert r2.stdout.count("reused") >= 1 + 1 + 7 and "wrote" not in r2.stdout.split("Summary")[0]
+    assert r2.stdout.count("reused") >= 1 + 1 + len(names) and "wrote" not in r2.stdout.split("Summary")[0]
