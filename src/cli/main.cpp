@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   blas_thread_shutdown_();
+  kc::set_input_guard(true);  // no output may overwrite an input of this command (core/atomic_file.h)
   // --write-special is global (core/atomic_file.h): taken out before the command parses its flags.
   {
     int w = 2;

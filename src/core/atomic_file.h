@@ -3,7 +3,7 @@
 // rename over PATH. Before writing, the target is checked: an existing PATH that is one of this process's
 // inputs (same device and inode, core/mapped_file.h) is refused, and so is one that is not a regular file
 // (a device, FIFO, directory) unless special outputs are allowed (`--write-special`): then the bytes are
-// written straight to it, without a rename. Temporaries left by dead processes (kill -9) next to PATH are
+// written straight to it, without a rename (the input check needs set_input_guard(true), as the CLI does). Temporaries left by dead processes (kill -9) next to PATH are
 // removed.
 #pragma once
 #include <cstdint>
@@ -15,6 +15,9 @@ namespace kc {
 
 // `kerncheck --write-special`: write to an existing non-regular output (e.g. /dev/stdout) in place.
 void set_special_outputs_allowed(bool allowed);
+// The CLI turns this on (main.cpp): from then on every file MappedFile maps is an input that no output may
+// overwrite. Off by default, so that a library caller (tests, the Python module) may rewrite a file it read.
+void set_input_guard(bool on);  // defined in mapped_file.cpp
 
 class AtomicFile {
  public:

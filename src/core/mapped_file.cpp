@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <utility>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace kc {
@@ -21,6 +23,7 @@ struct Input {
   std::string path;
   std::int64_t ctime_ns;
 };
+std::atomic<bool> g_guard{false};
 std::map<std::pair<std::uint64_t, std::uint64_t>, Input>& inputs() {
   static std::map<std::pair<std::uint64_t, std::uint64_t>, Input> m;
   return m;
@@ -57,10 +60,6 @@ int open_input(const std::string& path, std::uint64_t* size) {
   }
   int fl = ::fcntl(fd, F_GETFL);
   if (fl >= 0) (void)::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-  {
-    std::lock_guard<std::mutex> lock(g_inputs_mu);
-    inputs()[{st.st_dev, st.st_ino}] = Input{path, ctime_ns(st)};
-  }
   if (size) *size = static_cast<std::uint64_t>(st.st_size);
   return fd;
 }
@@ -79,6 +78,8 @@ void forget_input(const std::string& path) {
   inputs().erase({st.st_dev, st.st_ino});
 }
 
+void set_input_guard(bool on) { g_guard = on; }
+
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   std::uint64_t size = 0;
   int fd = open_input(path, &size);
@@ -92,6 +93,11 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
       fail("{}: cannot map {} bytes: {}", path, m->size_, std::strerror(errno));
     }
     m->data_ = static_cast<const std::uint8_t*>(p);
+  }
+  struct stat st {};
+  if (g_guard && ::fstat(fd, &st) == 0) {
+    std::lock_guard<std::mutex> lock(g_inputs_mu);
+    inputs()[{st.st_dev, st.st_ino}] = Input{path, ctime_ns(st)};
   }
   ::close(fd);
   return m;

@@ -90,6 +90,7 @@ TEST(AtomicFile, RefusesInputsAndSpecialFiles) {
   std::filesystem::create_directories(dir);
   const std::string in = dir + "in.bin";
   write_file_atomic(in, "data");
+  set_input_guard(true);  // as the CLI does
   auto m = MappedFile::open(in);  // now an input of this process
   try {
     write_file_atomic(in, "overwritten");
@@ -99,6 +100,7 @@ TEST(AtomicFile, RefusesInputsAndSpecialFiles) {
   }
   EXPECT_EQ(slurp(in), "data");
   forget_input(in);
+  set_input_guard(false);
   write_file_atomic(in, "now an output");
   EXPECT_EQ(slurp(in), "now an output");
   try {
