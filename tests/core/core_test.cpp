@@ -12,6 +12,7 @@
 #include "core/hash.h"
 #include "core/mapped_file.h"
 #include "core/parallel.h"
+#include "core/text_safe.h"
 
 namespace kc {
 namespace {
@@ -121,6 +122,14 @@ TEST(AtomicFile, RefusesInputsAndSpecialFiles) {
               std::string::npos)
         << e.what();
   }
+}
+
+TEST(TextSafe, Utf8XmlAndTerminal) {
+  EXPECT_EQ(valid_utf8("a\xff" "b\xc3\xa9\xe2\x82"), "a\xEF\xBF\xBD" "b\xc3\xa9\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(valid_utf8("\xed\xa0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
+  EXPECT_EQ(xml_escape("<a\x01&\xfe>"), "&lt;a\xEF\xBF\xBD&amp;\xEF\xBF\xBD&gt;");
+  EXPECT_EQ(terminal_safe("x\x1b[2Jy\x7f\xc2\x9bz\n"), "x\\x1b[2Jy\\x7f\\u{9b}z\\x0a");
+  EXPECT_EQ(terminal_safe("l1\nl2\t", true), "l1\nl2\t");
 }
 
 TEST(MappedFile, MissingFileNamesPath) {

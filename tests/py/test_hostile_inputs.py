@@ -384,3 +384,18 @@ def test_refusal_messages_name_file_field_and_expected(files, tmp_path):
         assert p.returncode == 3, (args, p.stderr)
         m = shape.search(p.stderr)
         assert m and m.group("file") == str(f), (args, p.stderr)
+
+
+def test_terminal_escapes_from_corpus_text_are_not_printed_raw(files, tmp_path):
+    d = files
+    text = "ab\x1b[2J\x1b]0;pwned\x07cd\x9b" * (N // 4 + 1)
+    segs = [{"name": "esc", "domain": "prose", "depth": N, "start": 0, "text": text,
+             "offsets": list(range(1, N + 1))}]
+    (tmp_path / "segs.json").write_text(json.dumps(segs))
+    run("record", "--from-logits", d / "ref.npy", "--tokens", d / "tokens.npy", "--segments", tmp_path / "segs.json",
+        "-o", tmp_path / "g.st", rc=0)
+    run("record", "--from-logits", d / "bad.npy", "--golden", tmp_path / "g.st", "-o", tmp_path / "c.st", rc=0)
+    p = run("test", tmp_path / "g.st", tmp_path / "c.st", "--junit", tmp_path / "j.xml")
+    assert p.returncode in (0, 1, 2), p.stderr
+    assert "worst positions" in p.stdout and "\\x1b" in p.stdout, p.stdout
+    assert "\x1b" not in p.stdout and "\x07" not in p.stdout and "\x9b" not in p.stdout
