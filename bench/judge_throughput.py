@@ -16,6 +16,7 @@ golden, open candidate, accumulate, summaries, JSON) when it is built beside the
 import argparse
 import ctypes
 import json
+import struct
 import math
 import os
 import resource
@@ -34,9 +35,17 @@ _xxh.XXH3_64bits.restype = ctypes.c_uint64
 _xxh.XXH3_64bits.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 
-def checksum(arrays):
+def checksum(meta, arrays):
+    """docs/golden-format.md: XXH3-64 of the metadata (sorted, length-prefixed) and the tensors' digest."""
     buf = b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)
-    return "xxh3:%016x" % _xxh.XXH3_64bits(buf, len(buf))
+    digest = _xxh.XXH3_64bits(buf, len(buf))
+    m = b""
+    for key, value in sorted(meta.items()):
+        if key != "checksum":
+            for s in (key.encode(), value.encode()):
+                m += struct.pack("<Q", len(s)) + s
+    m += struct.pack("<Q", digest)
+    return "xxh3:%016x" % _xxh.XXH3_64bits(m, len(m))
 
 
 def synthesize(n, d, rng):
@@ -62,10 +71,11 @@ def synthesize(n, d, rng):
     segments = [{"name": f"s{s}", "domain": "code" if s % 3 == 0 else "prose", "depth": 1024 + SEG, "start": s * SEG}
                 for s in range(n_seg)]
     g = [ids, lp, other, token, token_lp, seg, depth, phase, flags]
-    meta = {"kerncheck.format": "golden", "kerncheck.version": "1", "k": str(K), "vocab": str(VOCAB),
+    meta = {"kerncheck.format": "golden", "kerncheck.version": "2", "k": str(K), "vocab": str(VOCAB),
             "positions": str(n), "model": "synthetic", "tokenizer": "synthetic", "corpus": "synthetic",
             "engine": "bench", "variant": "", "command_line": "bench/judge_throughput.py",
-            "segments": json.dumps(segments), "checksum": checksum(g)}
+            "segments": json.dumps(segments)}
+    meta["checksum"] = checksum(meta, g)
     save_file(dict(zip(["top_ids", "top_logprobs", "other_logprob", "token", "token_logprob", "segment", "depth",
                         "phase", "flags"], g)), f"{d}/golden.safetensors", meta)
     # Candidate: the same 21 logits plus noise, renormalised.
@@ -77,10 +87,11 @@ def synthesize(n, d, rng):
     top1 = ids[np.arange(n), best]
     top1_lp = lq[np.arange(n), best]
     c = [lq, lq_all[:, K].copy(), top1, top1_lp, lq[np.arange(n), pick], flags, np.zeros(0, np.uint8)]
-    cmeta = {"kerncheck.format": "candidate", "kerncheck.version": "1", "k": str(K), "vocab": str(VOCAB),
+    cmeta = {"kerncheck.format": "candidate", "kerncheck.version": "2", "k": str(K), "vocab": str(VOCAB),
              "positions": str(n), "position_begin": "0", "golden_checksum": meta["checksum"], "model": "synthetic",
              "tokenizer": "synthetic", "corpus": "synthetic", "engine": "bench", "variant": "noise",
-             "command_line": "bench/judge_throughput.py", "checksum": checksum(c)}
+             "command_line": "bench/judge_throughput.py"}
+    cmeta["checksum"] = checksum(cmeta, c)
     save_file(dict(zip(["logprobs_at_ref", "other_logprob", "top1_id", "top1_logprob", "token_logprob", "flags"], c)),
               f"{d}/cand.safetensors", cmeta)
     return dict(ids=ids, lp=lp, other=other, lq=lq, lq_other=lq_all[:, K].copy(), top1=top1)

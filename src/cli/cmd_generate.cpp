@@ -14,6 +14,7 @@
 #include "cli/command.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "eval/corpus.h"
 #include "eval/generate.h"
 #include "eval/record_model.h"
@@ -45,11 +46,7 @@ std::vector<std::int32_t> parse_ids(const std::string& s) {
 }
 
 std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) kc::throw_input_error(path, "--prompt", "a readable text file", "cannot open");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return kc::read_text_file(path, kc::kDataTextCap, "a --prompt file");
 }
 
 // The tokenizer: --tokenizer, else the model's own (GGUF metadata or the folder's tokenizer.json); none

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 // kerncheck links the pthread build of OpenBLAS, which the engine runs single-threaded (engine_ops.cpp
@@ -31,6 +32,8 @@ void print_help() {
   for (auto& c : cmds) std::printf("  %-12s %s\n", c.name.c_str(), c.summary.c_str());
   std::printf(
       "\nexit codes: 0 pass, 1 fail, 2 inconclusive, 3 bad input or usage\n"
+      "outputs: an existing output that is one of the inputs is refused; one that is not a regular file (a\n"
+      "  device, FIFO) too, unless --write-special (any command, anywhere on the line) writes to it in place\n"
       "environment: KC_THREADS=N limits worker threads (default: all cores)\n");
 }
 
@@ -47,6 +50,19 @@ int main(int argc, char** argv) {
     return 0;
   }
   blas_thread_shutdown_();
+  kc::set_input_guard(true);  // no output may overwrite an input of this command (core/atomic_file.h)
+  // --write-special is global (core/atomic_file.h): taken out before the command parses its flags.
+  {
+    int w = 2;
+    for (int r = 2; r < argc; ++r) {
+      if (!std::strcmp(argv[r], "--write-special"))
+        kc::set_special_outputs_allowed(true);
+      else
+        argv[w++] = argv[r];
+    }
+    argc = w;
+    argv[argc] = nullptr;
+  }
   for (auto& c : kc::cli::commands()) {
     if (c.name != argv[1]) continue;
     std::string prog = std::string("kerncheck ") + argv[1];

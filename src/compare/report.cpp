@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "core/text_safe.h"
 #include "numeric/dtype.h"
 
 namespace kc {
@@ -155,32 +156,6 @@ std::string render_json(const std::vector<CaseResult>& cases) {
   // Replace invalid UTF-8 instead of throwing: names and notes may carry file names from anywhere.
   return root.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
-
-namespace {
-
-// XML 1.0 text/attribute escaping; characters XML cannot carry (most C0 controls) become U+FFFD.
-std::string xml_escape(std::string_view in) {
-  std::string out;
-  out.reserve(in.size());
-  for (unsigned char ch : in) {
-    switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      case '\t': out += "&#9;"; break;
-      case '\n': out += "&#10;"; break;
-      case '\r': out += "&#13;"; break;
-      default:
-        if (ch < 0x20) out += "\xEF\xBF\xBD";
-        else out += static_cast<char>(ch);
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string render_junit(const std::vector<CaseResult>& cases, const std::string& suite) {
   std::size_t failures = 0;

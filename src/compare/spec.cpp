@@ -9,6 +9,8 @@
 #include <toml++/toml.h>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/suggest.h"
 
 namespace kc {
 namespace {
@@ -114,7 +116,7 @@ Spec parse_spec(std::string_view text, const std::string& path) {
         const std::string field = fmt::format("{} {}", table, k);
         if (std::find(allowed.begin(), allowed.end(), k) == allowed.end())
           throw_input_error(path, field, fmt::format("a key that {} reads: {}", sname, join(allowed)),
-                            "unknown key \"" + k + "\"");
+                            "unknown key \"" + k + "\"" + did_you_mean(k, allowed));
         if (k == "level") {
           const auto s = k_node.value<std::string>();
           if (!k_node.is_string() || (*s != "L0" && *s != "L1" && *s != "L2"))
@@ -137,11 +139,7 @@ Spec parse_spec(std::string_view text, const std::string& path) {
 }
 
 Spec load_spec(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw_input_error(path, "", "a readable TOML spec file", "a file that cannot be opened");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return parse_spec(ss.str(), path);
+  return parse_spec(read_text_file(path, kConfigTextCap, "a spec file"), path);
 }
 
 }  // namespace kc

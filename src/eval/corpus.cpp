@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "core/hash.h"
 #include "io/safetensors.h"
 #include "model/gguf.h"
@@ -53,11 +54,8 @@ Tokenizer load_tokenizer(const std::string& path) {
                         "a folder without tokenizer.json");
     return Tokenizer::from_tokenizer_json(j.string());
   }
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw_input_error(path, "tokenizer", "a readable file", "cannot open");
-  char magic[4] = {};
-  f.read(magic, 4);
-  if (f.gcount() == 4 && std::string(magic, 4) == "GGUF") return Tokenizer::from_gguf(GgufFile::open(path));
+  auto m = MappedFile::open(path);  // non-blocking open, regular files only
+  if (m->bytes().size() >= 4 && std::memcmp(m->bytes().data(), "GGUF", 4) == 0) return Tokenizer::from_gguf(GgufFile::open(path));
   return Tokenizer::from_tokenizer_json(path);
 }
 
@@ -95,11 +93,7 @@ std::string run_capture(const std::string& cmd) {
 }
 
 std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw_input_error(path, "file", "a readable text file", "cannot open");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return read_text_file(path, kDataTextCap, "a corpus text file");
 }
 
 // Keeps the valid UTF-8 only (the tokenizer refuses anything else): invalid bytes become '?'.

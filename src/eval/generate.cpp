@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 
 namespace kc {
 
@@ -184,9 +185,7 @@ std::vector<std::int32_t> default_stop_ids(const Tokenizer& tok, bool chat) {
 }
 
 std::vector<PromptLine> read_prompts(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    throw_input_error(path, "prompts", "a readable file (one prompt per line, or JSON Lines)", "cannot open");
+  std::istringstream f(read_text_file(path, kDataTextCap, "a prompts file"));
   std::vector<PromptLine> out;
   std::string line;
   std::int64_t no = 0, offset = 0;

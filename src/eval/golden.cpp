@@ -18,6 +18,7 @@
 #include "core/hash.h"
 #include "core/mapped_file.h"
 #include "core/parallel.h"
+#include "metrics/fastmath.h"
 #include "io/safetensors.h"
 
 // The row scans are plain loops that GCC vectorises; it picks 256-bit vectors on this CPU by default
@@ -74,6 +75,10 @@ void check_format(const std::map<std::string, std::string>& md, const std::strin
     throw_input_error(file, "metadata kerncheck.format", fmt::format("\"{}\"", want),
                       "\"" + f->second.substr(0, 40) + "\"");
   auto v = md.find("kerncheck.version");
+  if (v != md.end() && v->second == "1")
+    throw_input_error(file, "metadata kerncheck.version", fmt::format("\"{}\"", kFormatVersion),
+                      "\"1\" (written by an older kerncheck, whose checksum did not cover the metadata: "
+                      "re-record the file)");
   if (v == md.end() || v->second != kFormatVersion)
     throw_input_error(file, "metadata kerncheck.version", fmt::format("\"{}\"", kFormatVersion),
                       v == md.end() ? "nothing" : "\"" + v->second.substr(0, 40) + "\"");
@@ -109,20 +114,41 @@ std::span<const T> get_array(const SafetensorsFile& f, Holder& h, const char* na
   return {reinterpret_cast<const T*>(h.copies.back().data()), n};
 }
 
-std::string checksum_of(std::initializer_list<std::span<const std::uint8_t>> parts) {
+std::uint64_t digest_of(std::initializer_list<std::span<const std::uint8_t>> parts) {
   Xxh64 h;
   for (auto& p : parts) h.update(p);
+  return h.digest();
+}
+
+// The metadata part of the checksum, as hashed by metadata_checksum.
+std::string canonical_metadata(const std::map<std::string, std::string>& md) {
+  std::string out;
+  auto put = [&out](const std::string& s) {
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(static_cast<std::uint64_t>(s.size()) >> (8 * i)));
+    out += s;
+  };
+  for (auto& [key, value] : md)
+    if (key != "checksum") put(key), put(value);
+  return out;
+}
+
+std::string seal(const std::string& canonical, std::uint64_t data_digest) {
+  Xxh64 h;
+  h.update({reinterpret_cast<const std::uint8_t*>(canonical.data()), canonical.size()});
+  std::uint8_t d[8];
+  for (int i = 0; i < 8; ++i) d[i] = static_cast<std::uint8_t>(data_digest >> (8 * i));
+  h.update(d);
   return "xxh3:" + h.hex();
 }
 
-std::string golden_checksum(const GoldenArrays& a) {
-  return checksum_of({as_bytes(a.top_ids), as_bytes(a.top_logprobs), as_bytes(a.other_logprob),
+std::uint64_t golden_digest(const GoldenArrays& a) {
+  return digest_of({as_bytes(a.top_ids), as_bytes(a.top_logprobs), as_bytes(a.other_logprob),
                       as_bytes(a.token), as_bytes(a.token_logprob), as_bytes(a.segment), as_bytes(a.depth),
                       as_bytes(a.phase), as_bytes(a.flags)});
 }
 
-std::string candidate_checksum(const CandidateArrays& a) {
-  return checksum_of({as_bytes(a.logprobs_at_ref), as_bytes(a.other_logprob), as_bytes(a.top1_id),
+std::uint64_t candidate_digest(const CandidateArrays& a) {
+  return digest_of({as_bytes(a.logprobs_at_ref), as_bytes(a.other_logprob), as_bytes(a.top1_id),
                       as_bytes(a.top1_logprob), as_bytes(a.token_logprob), as_bytes(a.flags),
                       as_bytes(a.covered)});
 }
@@ -168,6 +194,63 @@ template <typename T, typename Ok, typename Breaks>
       lp, rows, k, [](float v) { return v <= 1e-3f; }, [](float prev, float v) { return v > prev; });
 }
 
+// Whole-row checks: distinct ids and top-k mass Σ exp(log-prob) ≤ 1 + kMassTol. Up to kTRows rows are
+// transposed (column j contiguous) so that the pairwise compares and the sums run across rows, one row per
+// SIMD lane, in the same pass as the other checks (k > kTMaxK: row by row).
+constexpr std::int64_t kTRows = 128, kTMaxK = 64;
+constexpr float kMassTol = 1e-3f;
+
+[[gnu::noinline]] bool ids_distinct(const std::int32_t* __restrict x, std::int64_t rows, std::int64_t k) {
+  int bad = 0;
+  if (k > kTMaxK) {
+    std::vector<std::int32_t> row(static_cast<std::size_t>(k));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::copy(x + r * k, x + (r + 1) * k, row.begin());
+      std::sort(row.begin(), row.end());
+      bad |= std::adjacent_find(row.begin(), row.end()) != row.end();
+    }
+    return bad == 0;
+  }
+  alignas(64) std::int32_t col[kTMaxK][kTRows];
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kTRows) {
+    const std::int64_t n = std::min(kTRows, rows - r0);
+    const std::int32_t* b = x + r0 * k;
+    for (std::int64_t j = 0; j < k; ++j)
+      for (std::int64_t r = 0; r < n; ++r) col[j][r] = b[r * k + j];
+    for (std::int64_t i = 0; i < k; ++i)
+      for (std::int64_t j = i + 2; j < k; ++j)  // neighbours (j = i + 1): rows_ok's order check
+        for (std::int64_t r = 0; r < n; ++r) bad |= col[i][r] == col[j][r];
+  }
+  return bad == 0;
+}
+
+[[gnu::noinline]] bool mass_ok(const float* __restrict lp, std::int64_t rows, std::int64_t k) {
+  alignas(64) float sum[kTRows];
+  int bad = 0;
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kTRows) {
+    const std::int64_t n = std::min(kTRows, rows - r0);
+    const float* b = lp + r0 * k;
+    for (std::int64_t r = 0; r < n; ++r) sum[r] = 0.0f;
+    for (std::int64_t j = 0; j < k; ++j)
+      for (std::int64_t r = 0; r < n; ++r) sum[r] += fastmath::exp_f32(b[r * k + j]);
+    for (std::int64_t r = 0; r < n; ++r) bad |= sum[r] > 1.0f + kMassTol;  // NaN: the caller's checks
+  }
+  return bad == 0;
+}
+
+double row_mass(const float* lp, std::int64_t k) {
+  double m = 0;
+  for (std::int64_t j = 0; j < k; ++j) m += std::exp(static_cast<double>(lp[j]));
+  return m;
+}
+
+// Candidate log-probs: ≤ 0 (rounding tolerance) or NaN (unknown / a broken row, counted by the judge).
+[[gnu::noinline]] bool logprobs_or_nan_ok(const float* __restrict x, std::int64_t n) {
+  int bad = 0;
+  for (std::int64_t i = 0; i < n; ++i) bad |= x[i] > 1e-3f;
+  return bad == 0;
+}
+
 [[gnu::noinline]] bool logprobs_ok(const float* __restrict x, std::int64_t n) {
   int bad = 0;
   for (std::int64_t i = 0; i < n; ++i) bad |= !(x[i] <= 1e-3f);
@@ -190,7 +273,7 @@ template <typename T, typename Ok, typename Breaks>
 // (one pass over the file instead of two). `scan(b, e)` checks elements [b, e) of array `which`; blocks
 // of rows of k elements for the [N, k] arrays. Returns the checksum and whether every scan passed.
 template <typename Scan>
-std::pair<std::string, bool> hash_and_scan(std::initializer_list<std::span<const std::uint8_t>> arrays,
+std::pair<std::uint64_t, bool> hash_and_scan(std::initializer_list<std::span<const std::uint8_t>> arrays,
                                            std::int64_t n, const Scan& scan) {
   Xxh64 h;
   bool ok = true;
@@ -207,7 +290,7 @@ std::pair<std::string, bool> hash_and_scan(std::initializer_list<std::span<const
     }
     ++which;
   }
-  return {"xxh3:" + h.hex(), ok};
+  return {h.digest(), ok};
 }
 
 // Parallel validation of per-position invariants; reports the first bad position. all_ok(b, e) is a
@@ -242,10 +325,12 @@ std::string checksum_mismatch_got(const std::string& stored) {
 template <typename Scan, typename Walk>
 class RowCheck final : public DeferredCheck {
  public:
-  RowCheck(std::string file, std::string stored, std::vector<std::span<const std::uint8_t>> parts,
-           std::int64_t n, Scan scan, Walk walk, std::shared_ptr<const void> keep)
+  RowCheck(std::string file, std::string stored, std::string canonical,
+           std::vector<std::span<const std::uint8_t>> parts, std::int64_t n, Scan scan, Walk walk,
+           std::shared_ptr<const void> keep)
       : file_(std::move(file)),
         stored_(std::move(stored)),
+        canonical_(std::move(canonical)),
         parts_(parts.size()),
         empty_(parts.size()),
         hash_(parts, n),
@@ -275,14 +360,14 @@ class RowCheck final : public DeferredCheck {
   void finish() override {
     if (done_) return;
     KC_ASSERT(seen_ == n_, "DeferredCheck::finish: {} of {} rows checked", seen_.load(), n_);
-    const std::string sum = fmt::format("xxh3:{:016x}", hash_.digest());
+    const std::string sum = seal(canonical_, hash_.digest());
     if (sum != stored_) throw_input_error(file_, "metadata checksum", sum, checksum_mismatch_got(stored_));
     if (!ok_) walk_();
     done_ = true;
   }
 
  private:
-  std::string file_, stored_;
+  std::string file_, stored_, canonical_;
   std::size_t parts_;
   std::vector<bool> empty_;
   SplitXxh3 hash_;
@@ -293,12 +378,13 @@ class RowCheck final : public DeferredCheck {
 };
 
 template <typename Scan, typename Walk>
-std::shared_ptr<DeferredCheck> make_row_check(std::string file, std::string stored,
+std::shared_ptr<DeferredCheck> make_row_check(std::string file, std::string stored, std::string canonical,
                                               std::vector<std::span<const std::uint8_t>> parts,
                                               std::int64_t n, Scan scan, Walk walk,
                                               std::shared_ptr<const void> keep) {
-  return std::make_shared<RowCheck<Scan, Walk>>(std::move(file), std::move(stored), std::move(parts), n,
-                                                std::move(scan), std::move(walk), std::move(keep));
+  return std::make_shared<RowCheck<Scan, Walk>>(std::move(file), std::move(stored), std::move(canonical),
+                                                std::move(parts), n, std::move(scan), std::move(walk),
+                                                std::move(keep));
 }
 
 void put_identity(std::map<std::string, std::string>& md, const Identity& id, const Provenance& p) {
@@ -308,6 +394,16 @@ void put_identity(std::map<std::string, std::string>& md, const Identity& id, co
   md["engine"] = p.engine;
   md["variant"] = p.variant;
   md["command_line"] = p.command_line;
+}
+
+// Metadata keys with a field of their own in GoldenMeta / CandidateMeta; the rest goes to `extra`.
+std::map<std::string, std::string> extra_keys(const std::map<std::string, std::string>& md) {
+  static const char* const known[] = {"kerncheck.format", "kerncheck.version", "k", "vocab", "positions",
+                                      "position_begin", "model", "tokenizer", "corpus", "engine", "variant",
+                                      "command_line", "segments", "golden_checksum", "checksum"};
+  std::map<std::string, std::string> out = md;
+  for (const char* k : known) out.erase(k);
+  return out;
 }
 
 void get_identity(const std::map<std::string, std::string>& md, Identity& id, Provenance& p) {
@@ -332,6 +428,8 @@ Golden golden_from(const SafetensorsFile& f, std::shared_ptr<const void> owner, 
   m.n = parse_int(md, file, "positions", 1, std::int64_t{1} << 40);
   get_identity(md, m.identity, m.made_by);
   m.checksum = get_str(md, "checksum");
+  m.extra = extra_keys(md);
+  std::string canonical = canonical_metadata(md);
   auto h = std::make_shared<Holder>();
   h->file_owner = std::move(owner);
   const std::int64_t n = m.n, k = m.k;
@@ -352,12 +450,14 @@ Golden golden_from(const SafetensorsFile& f, std::shared_ptr<const void> owner, 
   const std::uint32_t uvocab = static_cast<std::uint32_t>(vocab), nseg = static_cast<std::uint32_t>(n_seg);
   // Checks of rows [b, e) of one array (0..8 in checksum order): the row by row walk below names the
   // first bad row when one fails.
-  auto scan = [a, k, uvocab, nseg](int which, std::int64_t b, std::int64_t e) {
+  auto scan = [a, k, uvocab, nseg](int which, std::int64_t b, std::int64_t e) -> bool {
     switch (which) {
       case 0:
-        return ids_rows_ok(a.top_ids.data() + b * k, e - b, k, uvocab);
+        return ids_rows_ok(a.top_ids.data() + b * k, e - b, k, uvocab) &
+               ids_distinct(a.top_ids.data() + b * k, e - b, k);
       case 1:
-        return lp_rows_ok(a.top_logprobs.data() + b * k, e - b, k);
+        return lp_rows_ok(a.top_logprobs.data() + b * k, e - b, k) &
+               mass_ok(a.top_logprobs.data() + b * k, e - b, k);
       case 2:
         return logprobs_ok(a.other_logprob.data() + b, e - b);
       case 3:
@@ -395,7 +495,14 @@ Golden golden_from(const SafetensorsFile& f, std::shared_ptr<const void> owner, 
         if (j > 0 && (lp[j] > lp[j - 1] || ids[j] == ids[j - 1]))
           return fmt::format("{}: top_logprobs[{}]: expected non-increasing log-probs and distinct ids at {}",
                              file, i, j);
+        for (std::int64_t j2 = 0; j2 < j; ++j2)
+          if (ids[j2] == ids[j])
+            return fmt::format("{}: top_ids[{}]: expected distinct ids, got {} at columns {} and {}", file, i,
+                               ids[j], j2, j);
       }
+      if (const double mass = row_mass(lp, k); mass > 1.0 + kMassTol)
+        return fmt::format("{}: top_logprobs[{}]: expected a top-k probability mass ≤ 1 (+{}), got {:.6g}",
+                           file, i, kMassTol, mass);
       if (std::isnan(a.other_logprob[i]) || a.other_logprob[i] > 1e-3f)
         return fmt::format("{}: other_logprob[{}]: expected a log-prob ≤ 0, got {}", file, i,
                            a.other_logprob[i]);
@@ -417,7 +524,7 @@ Golden golden_from(const SafetensorsFile& f, std::shared_ptr<const void> owner, 
     });
   };
   if (defer) {
-    g.pending = make_row_check(file, m.checksum,
+    g.pending = make_row_check(file, m.checksum, std::move(canonical),
                                {as_bytes(a.top_ids), as_bytes(a.top_logprobs), as_bytes(a.other_logprob),
                                 as_bytes(a.token), as_bytes(a.token_logprob), as_bytes(a.segment),
                                 as_bytes(a.depth), as_bytes(a.phase), as_bytes(a.flags)},
@@ -434,10 +541,12 @@ Golden golden_from(const SafetensorsFile& f, std::shared_ptr<const void> owner, 
         for (std::int64_t r = b; r < e; ++r) top1[r] = a.top_ids[r * k];
       return scan(which, b, e);
     };
-    auto [sum, ok] = hash_and_scan({as_bytes(a.top_ids), as_bytes(a.top_logprobs), as_bytes(a.other_logprob),
-                                    as_bytes(a.token), as_bytes(a.token_logprob), as_bytes(a.segment),
-                                    as_bytes(a.depth), as_bytes(a.phase), as_bytes(a.flags)},
-                                   n, scan_top1);
+    auto [digest, ok] = hash_and_scan({as_bytes(a.top_ids), as_bytes(a.top_logprobs),
+                                       as_bytes(a.other_logprob), as_bytes(a.token), as_bytes(a.token_logprob),
+                                       as_bytes(a.segment), as_bytes(a.depth), as_bytes(a.phase),
+                                       as_bytes(a.flags)},
+                                      n, scan_top1);
+    const std::string sum = seal(canonical, digest);
     if (sum != m.checksum)
       throw_input_error(file, "metadata checksum", sum,
                         m.checksum.empty()
@@ -465,6 +574,8 @@ Candidate candidate_from(const SafetensorsFile& f, std::shared_ptr<const void> o
   get_identity(md, m.identity, m.made_by);
   m.golden_checksum = get_str(md, "golden_checksum");
   m.checksum = get_str(md, "checksum");
+  m.extra = extra_keys(md);
+  std::string canonical = canonical_metadata(md);
   auto h = std::make_shared<Holder>();
   h->file_owner = std::move(owner);
   const std::int64_t n = m.n, k = m.k;
@@ -480,22 +591,54 @@ Candidate candidate_from(const SafetensorsFile& f, std::shared_ptr<const void> o
   const std::int64_t vocab = m.vocab;
   // Fused with the hash: top1_id in [0, vocab) (a negative id is allowed on broken rows: the walk below
   // decides) and covered ∈ {0, 1}.
-  auto scan = [a, k, vocab](int which, std::int64_t b, std::int64_t e) {
-    if (which == 2) return ids_ok(a.top1_id.data() + b, e - b, static_cast<std::uint32_t>(vocab));
-    if (which == 6) return bits_clear(a.covered.data() + b * k, (e - b) * k, 0xfe);
-    return true;
+  // Log-probs ≤ 0 (NaN allowed: unknown, or a broken row the judge counts); without a coverage mask the
+  // log-probs at the golden's ids are a distribution's: mass ≤ 1 + ε (with one they are upper bounds).
+  const bool full_cover = a.covered.empty();
+  auto scan = [a, k, vocab, full_cover](int which, std::int64_t b, std::int64_t e) -> bool {
+    switch (which) {
+      case 0:
+        return logprobs_or_nan_ok(a.logprobs_at_ref.data() + b * k, (e - b) * k) &
+               (!full_cover || mass_ok(a.logprobs_at_ref.data() + b * k, e - b, k));
+      case 1:
+        return logprobs_or_nan_ok(a.other_logprob.data() + b, e - b);
+      case 2:
+        return ids_ok(a.top1_id.data() + b, e - b, static_cast<std::uint32_t>(vocab));
+      case 3:
+        return logprobs_or_nan_ok(a.top1_logprob.data() + b, e - b);
+      case 4:
+        return logprobs_or_nan_ok(a.token_logprob.data() + b, e - b);
+      case 6:
+        return bits_clear(a.covered.data() + b * k, (e - b) * k, 0xfe);
+      default:
+        return true;
+    }
   };
   // Names the first bad row (throws); called when a scan failed.
-  auto walk = [a, k, n, vocab, file] {
+  auto walk = [a, k, n, vocab, file, scan] {
     auto all_ok = [&](std::int64_t b, std::int64_t e) {
       bool bad = false;
       for (std::int64_t i = b; i < e; ++i)
         bad |= (int{a.top1_id[i] < 0} & int{(a.flags[i] & kFlagsBroken) == 0}) | int{a.top1_id[i] >= vocab};
       if (!a.covered.empty())
         for (std::int64_t t = b * k; t < e * k; ++t) bad |= a.covered[t] > 1;
+      for (int w : {0, 1, 3, 4}) bad |= !scan(w, b, e);
       return !bad;
     };
     check_rows(n, all_ok, [&](std::int64_t i) -> std::string {
+      const float* lp = a.logprobs_at_ref.data() + i * k;
+      for (std::int64_t j = 0; j < k; ++j)
+        if (lp[j] > 1e-3f)
+          return fmt::format("{}: logprobs_at_ref[{}, {}]: expected a log-prob ≤ 0 (or NaN), got {}", file, i,
+                             j, lp[j]);
+      if (a.covered.empty())
+        if (const double mass = row_mass(lp, k); mass > 1.0 + kMassTol)
+          return fmt::format(
+              "{}: logprobs_at_ref[{}]: expected a probability mass ≤ 1 (+{}) over the golden's top-k, got {:.6g}",
+              file, i, kMassTol, mass);
+      for (auto [name, v] : {std::pair{"other_logprob", a.other_logprob[i]}, std::pair{"top1_logprob", a.top1_logprob[i]},
+                             std::pair{"token_logprob", a.token_logprob[i]}})
+        if (v > 1e-3f)
+          return fmt::format("{}: {}[{}]: expected a log-prob ≤ 0 (or NaN), got {}", file, name, i, v);
       bool broken = a.flags[i] & kFlagsBroken;
       if ((a.top1_id[i] < 0 && !broken) || a.top1_id[i] >= vocab)
         return fmt::format("{}: top1_id[{}]: expected an id in [0, {}), got {}", file, i, vocab,
@@ -510,17 +653,18 @@ Candidate candidate_from(const SafetensorsFile& f, std::shared_ptr<const void> o
   };
   if (defer) {
     c.pending = make_row_check(
-        file, m.checksum,
+        file, m.checksum, std::move(canonical),
         {as_bytes(a.logprobs_at_ref), as_bytes(a.other_logprob), as_bytes(a.top1_id),
          as_bytes(a.top1_logprob), as_bytes(a.token_logprob), as_bytes(a.flags), as_bytes(a.covered)},
         n, scan, walk, h);
     return c;
   }
   if (verify) {
-    auto [sum, ok] = hash_and_scan(
+    auto [digest, ok] = hash_and_scan(
         {as_bytes(a.logprobs_at_ref), as_bytes(a.other_logprob), as_bytes(a.top1_id),
          as_bytes(a.top1_logprob), as_bytes(a.token_logprob), as_bytes(a.flags), as_bytes(a.covered)},
         n, scan);
+    const std::string sum = seal(canonical, digest);
     if (sum != m.checksum)
       throw_input_error(file, "metadata checksum", sum,
                         m.checksum.empty()
@@ -863,8 +1007,7 @@ std::string write_golden(const std::string& path, const GoldenMeta& m, const Gol
           a.segment.size() == static_cast<std::size_t>(n) && a.depth.size() == static_cast<std::size_t>(n) &&
           a.phase.size() == static_cast<std::size_t>(n) && a.flags.size() == static_cast<std::size_t>(n),
       "write_golden: inconsistent array sizes for {} positions, k = {}", n, k);
-  std::string sum = golden_checksum(a);
-  std::map<std::string, std::string> md;
+  std::map<std::string, std::string> md = m.extra;
   md["kerncheck.format"] = "golden";
   md["kerncheck.version"] = kFormatVersion;
   md["k"] = std::to_string(k);
@@ -872,6 +1015,7 @@ std::string write_golden(const std::string& path, const GoldenMeta& m, const Gol
   md["positions"] = std::to_string(n);
   put_identity(md, m.identity, m.made_by);
   md["segments"] = segments_to_json(m.segments);
+  const std::string sum = metadata_checksum(md, golden_digest(a));
   md["checksum"] = sum;
   // 4-byte tensors first, bytes last: every tensor stays naturally aligned in the file.
   std::vector<NamedTensor> t;
@@ -895,8 +1039,7 @@ std::string write_candidate(const std::string& path, const CandidateMeta& m, con
                 a.top1_logprob.size() == un && a.token_logprob.size() == un && a.flags.size() == un &&
                 (a.covered.empty() || a.covered.size() == un * k),
             "write_candidate: inconsistent array sizes for {} positions, k = {}", n, k);
-  std::string sum = candidate_checksum(a);
-  std::map<std::string, std::string> md;
+  std::map<std::string, std::string> md = m.extra;
   md["kerncheck.format"] = "candidate";
   md["kerncheck.version"] = kFormatVersion;
   md["k"] = std::to_string(k);
@@ -905,6 +1048,7 @@ std::string write_candidate(const std::string& path, const CandidateMeta& m, con
   md["position_begin"] = std::to_string(m.position_begin);
   md["golden_checksum"] = m.golden_checksum;
   put_identity(md, m.identity, m.made_by);
+  const std::string sum = metadata_checksum(md, candidate_digest(a));
   md["checksum"] = sum;
   std::vector<NamedTensor> t;
   t.push_back({"logprobs_at_ref", view_tensor(DType::float32, {n, k}, a.logprobs_at_ref, "logprobs_at_ref")});
@@ -953,6 +1097,10 @@ void check_candidate_matches(const Golden& g, const Candidate& c) {
         "another "
         "golden",
         f, g.meta.checksum, g.path, c.meta.golden_checksum.empty() ? "nothing" : c.meta.golden_checksum);
+}
+
+std::string metadata_checksum(const std::map<std::string, std::string>& md, std::uint64_t data_digest) {
+  return seal(canonical_metadata(md), data_digest);
 }
 
 std::string corpus_identity_of_tokens(std::span<const std::int32_t> tokens) {

@@ -19,15 +19,18 @@
 //   token_logprob   [N]    F32 candidate log-prob of the corpus token; NaN = unknown
 //   flags           [N]    U8  PositionFlag bits of the candidate row
 //   covered         [N, k] U8  optional; 1 = the engine reported this id. Absent = all covered.
-// Metadata (strings): kerncheck.format ("golden" | "candidate"), kerncheck.version ("1"), k, vocab,
-// positions, model, tokenizer, corpus, engine, variant, command_line, segments (JSON), checksum
-// ("xxh3:" + 16 hex digits over every tensor's bytes in file order); candidates also golden_checksum and
-// position_begin.
+// Metadata (strings): kerncheck.format ("golden" | "candidate"), kerncheck.version ("2"), k, vocab,
+// positions, model, tokenizer, corpus, engine, variant, command_line, segments (JSON), checksum; candidates
+// also golden_checksum and position_begin; any other key (e.g. kerncheck.corpus_first_tokens) in `extra`.
+// checksum = "xxh3:" + XXH3-64 of (every metadata key but checksum, sorted, length-prefixed; then the
+// XXH3-64 of every tensor's bytes in file order): a changed label, segment or identity fails it like a
+// changed log-prob (version 1 covered the tensors only; its files are refused with "re-record").
 #pragma once
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -36,7 +39,7 @@
 
 namespace kc {
 
-inline constexpr const char* kFormatVersion = "1";
+inline constexpr const char* kFormatVersion = "2";
 
 enum PositionFlag : std::uint8_t {
   kFlagNaN = 1,            // the row had a NaN logit
@@ -72,7 +75,8 @@ struct GoldenMeta {
   Identity identity;
   Provenance made_by;
   std::vector<Segment> segments;
-  std::string checksum;  // filled by the reader and the writer
+  std::map<std::string, std::string> extra;  // other metadata keys (covered by the checksum too)
+  std::string checksum;                      // filled by the reader and the writer
 };
 
 // Views of the golden arrays (into a mapped file or the caller's buffers).
@@ -170,6 +174,7 @@ struct CandidateMeta {
   Identity identity;                // the golden's
   std::string golden_checksum;
   Provenance made_by;
+  std::map<std::string, std::string> extra;  // other metadata keys (covered by the checksum too)
   std::string checksum;
 };
 
@@ -235,6 +240,11 @@ CandidateMeta candidate_meta_for(const Golden& golden, const Provenance& made_by
 // Refuses (kc::Error) a candidate that does not belong to the golden: k, vocab, identity, golden checksum,
 // position range within [0, N).
 void check_candidate_matches(const Golden& g, const Candidate& c);
+
+// The golden/candidate checksum: "xxh3:" + XXH3-64 of the metadata `md` (every key but "checksum", in
+// key order, each key and value preceded by its byte length as a little-endian u64) followed by the
+// little-endian u64 `data_digest` (XXH3-64 of the tensors' bytes in file order).
+std::string metadata_checksum(const std::map<std::string, std::string>& md, std::uint64_t data_digest);
 
 // "tokens-sha256:<hex>" of the token ids (the corpus identity when none is given).
 std::string corpus_identity_of_tokens(std::span<const std::int32_t> tokens);

@@ -281,8 +281,11 @@ void accumulate_blocks(const Golden& g, const CandidateArrays& a, const std::vec
       const double tc = tcp[t], tr = trp[t];
       const bool known = (fl[t] & kFlagTokenUnknown) == 0;
       const double dp = B.nll_cand[t] - B.nll_ref[t];
-      // NaN or ±inf anywhere (an unknown token log-prob is NaN) leaves the position out.
+      // NaN or ±inf anywhere (an unknown token log-prob is NaN) leaves the position out of the token
+      // statistics; a known one that is ±inf (p = 0 for the corpus token: infinite perplexity) makes the
+      // position non-finite, counted like a NaN row, never just dropped.
       const bool ok = known & (dp - dp == 0) & (tc - tc == 0) & (tr - tr == 0);
+      B.finite[t] &= !(known & (tc == tc) & (tr == tr) & !ok);
       B.token[t] = ok;
       B.delta_p[t] = ok ? dp : 0.0;
       B.nll_cand[t] = ok ? -tc : 0.0;
@@ -386,6 +389,8 @@ JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Log
         r.margin = k >= 2 ? static_cast<double>(lp[0]) - static_cast<double>(lp[1]) : NAN;
         float tc = a.token_logprob[i];
         if (!(a.flags[i] & kFlagTokenUnknown) && !std::isnan(tc)) {
+          // ±inf: non-finite (as in the block path), never silently left out of the perplexity.
+          if (!std::isfinite(tc) || !std::isfinite(g.a.token_logprob[gi])) r.nonfinite = true;
           r.nll_cand = -static_cast<double>(tc);
           r.nll_ref = -static_cast<double>(g.a.token_logprob[gi]);
           r.delta_p = fastmath::exp_f64(tc) - fastmath::exp_f64(g.a.token_logprob[gi]);

@@ -226,7 +226,10 @@ struct Partial {
   std::vector<JudgeAccumulator> noise;
 };
 void write_partial(const std::string& path, const Partial& p);
+// Verifies the shard's checksum (over its whole content: every count, every KL value) before any use.
 Partial read_partial(const std::string& path);
+// The same from bytes in memory (fuzzing); `verify_checksum` can be turned off only by fuzzers.
+Partial parse_partial(std::span<const std::uint8_t> bytes, const std::string& path, bool verify_checksum = true);
 // Merges shards of one comparison; refuses shards of different goldens or overlapping ranges.
 Partial merge_partials(const std::vector<Partial>& parts);
 

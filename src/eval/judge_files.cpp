@@ -1,27 +1,79 @@
 // Thresholds (TOML) and shard files of the judge.
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/suggest.h"
 #include "eval/judge.h"
 #include "io/safetensors.h"
 
 namespace kc {
 
 // ---- thresholds -----------------------------------------------------------------------------------------
+namespace {
+// The statistics a limit can name (stat_table in judge.cpp: keep the two in step): per split, with the
+// prefix "", "domain.NAME.", "phase.prefill." / "phase.decode." or "depth.NAME."; and run-wide ones.
+const std::vector<std::string> kSplitStats{"kl_mean", "kl_median", "kl_p90", "kl_p99", "kl_p999", "kl_max",
+                                           "flip_rate", "flip_rate_uncertain", "high_margin_flips",
+                                           "delta_p_rms", "nonfinite"};
+const std::vector<std::string> kRunStats{"sigma", "nll_diff_mean"};
+
+void check_limit_name(const std::string& path, const std::string& key) {
+  const std::string field = fmt::format("limits.\"{}\"", key);
+  const auto dot = key.rfind('.');
+  if (dot == std::string::npos) {
+    if (std::find(kSplitStats.begin(), kSplitStats.end(), key) != kSplitStats.end() ||
+        std::find(kRunStats.begin(), kRunStats.end(), key) != kRunStats.end())
+      return;
+    std::vector<std::string> all = kSplitStats;
+    all.insert(all.end(), kRunStats.begin(), kRunStats.end());
+    throw_input_error(path, field, "a statistic the judge measures (docs/judge.md)",
+                      fmt::format("unknown statistic \"{}\"{}", key, did_you_mean(key, all)));
+  }
+  const std::string stat = key.substr(dot + 1), prefix = key.substr(0, dot + 1);
+  const auto first = key.find('.');
+  const std::string kind = key.substr(0, first);
+  if ((kind != "domain" && kind != "phase" && kind != "depth") || first == dot)
+    throw_input_error(path, field, "a split prefix domain.NAME., phase.NAME. or depth.NAME. before the statistic",
+                      fmt::format("\"{}\"{}", prefix,
+                                  did_you_mean(kind, std::vector<std::string>{"domain", "phase", "depth"})));
+  if (kind == "phase" && prefix != "phase.prefill." && prefix != "phase.decode.")
+    throw_input_error(path, field, "phase.prefill. or phase.decode.", "\"" + prefix + "\"");
+  if (std::find(kSplitStats.begin(), kSplitStats.end(), stat) == kSplitStats.end())
+    throw_input_error(path, field, "a per-split statistic the judge measures (docs/judge.md)",
+                      fmt::format("unknown statistic \"{}\"{}", stat, did_you_mean(stat, kSplitStats, prefix)));
+}
+}  // namespace
+
 Thresholds read_thresholds(const std::string& path) {
   Thresholds t;
   t.path = path;
   toml::table tbl;
+  const std::string text = read_text_file(path, kConfigTextCap, "a thresholds file");
   try {
-    tbl = toml::parse_file(path);
+    tbl = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     fail("{}: not valid TOML: {} (line {})", path, e.description(), e.source().begin.line);
   }
+  // Unknown keys are errors: a misspelt statistic would otherwise be a limit that is never checked.
+  for (auto& [key, node] : tbl)
+    if (key.str() != "kerncheck" && key.str() != "limits")
+      throw_input_error(path, fmt::format("[{}]", key.str()), "only the tables [kerncheck] and [limits]",
+                        fmt::format("unknown table \"{}\"{}", key.str(),
+                                    did_you_mean(key.str(), std::vector<std::string>{"kerncheck", "limits"})));
+  if (auto* k = tbl["kerncheck"].as_table())
+    for (auto& [key, node] : *k) {
+      static const std::vector<std::string> known{"format", "version", "golden_checksum"};
+      if (std::find(known.begin(), known.end(), key.str()) == known.end())
+        throw_input_error(path, fmt::format("kerncheck.{}", key.str()), "format, version or golden_checksum",
+                          fmt::format("unknown key \"{}\"{}", key.str(), did_you_mean(key.str(), known)));
+    }
   auto* kc_tbl = tbl["kerncheck"].as_table();
   if (!kc_tbl) throw_input_error(path, "[kerncheck]", "a table with format = \"thresholds\"", "nothing");
   auto fmt_v = (*kc_tbl)["format"].value<std::string>();
@@ -34,6 +86,7 @@ Thresholds read_thresholds(const std::string& path) {
   auto* lim = tbl["limits"].as_table();
   if (!lim) throw_input_error(path, "[limits]", "a table of statistic = limit", "nothing");
   for (auto& [key, node] : *lim) {
+    check_limit_name(path, std::string(key.str()));
     auto v = node.value<double>();
     if (!v || std::isnan(*v))
       throw_input_error(path, fmt::format("limits.\"{}\"", key.str()), "a number", "something else");
@@ -124,11 +177,17 @@ void write_partial(const std::string& path, const Partial& p) {
       tensors.push_back({name, f32_tensor(store.back(), "partial")});
     }
   }
-  write_safetensors(path, tensors, md);
+  // Sealed: a shard's counts decide merge's verdict, so every byte of it is checked on read.
+  write_sealed_safetensors(path, tensors, std::move(md));
 }
 
 Partial read_partial(const std::string& path) {
-  SafetensorsFile f = SafetensorsFile::open(path);
+  auto file = MappedFile::open(path);
+  return parse_partial(file->bytes(), path, true);
+}
+
+Partial parse_partial(std::span<const std::uint8_t> bytes, const std::string& path, bool verify_checksum) {
+  SafetensorsFile f = SafetensorsFile::parse(bytes, path, nullptr);
   const auto& md = f.metadata();
   auto get = [&](const std::string& key) {
     auto it = md.find(key);
@@ -139,8 +198,12 @@ Partial read_partial(const std::string& path) {
     throw_input_error(path, "metadata kerncheck.format", "\"partial\"",
                       "\"" + get("kerncheck.format").substr(0, 40) + "\"");
   if (get("kerncheck.version") != kFormatVersion)
-    throw_input_error(path, "metadata kerncheck.version", kFormatVersion,
-                      get("kerncheck.version").substr(0, 40));
+    throw_input_error(path, "metadata kerncheck.version", fmt::format("\"{}\"", kFormatVersion),
+                      "\"" + get("kerncheck.version").substr(0, 40) +
+                          (get("kerncheck.version") == "1"
+                               ? "\" (written by an older kerncheck, without a checksum: rerun test --partial)"
+                               : "\""));
+  if (verify_checksum) verify_sealed(f);  // before any count is used
   Partial p;
   try {
     p.golden = golden_meta_from(json::parse(get("golden")), path);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/text_safe.h"
 #include "eval/report_format.h"
 #include "eval/judge.h"
 
@@ -212,7 +213,7 @@ json report_json(const JudgeReport& r) {
                  {"cand_top3", cand}});
   }
   j["worst"] = w;
-  return json::parse(j.dump());
+  return json::parse(j.dump(-1, ' ', false, json::error_handler_t::replace));  // valid UTF-8 out
 }
 
 std::string render_text(const JudgeReport& r) {
@@ -343,35 +344,14 @@ std::string render_text(const JudgeReport& r) {
                        d.offset, g3(d.w.kl), g3(d.w.margin), d.w.flip ? " FLIP" : "",
                        top(d.w.ref_ids, d.w.ref_logprobs), top(d.w.cand_ids, d.w.cand_logprobs));
       if (!d.context.empty() || !d.next_text.empty())
-        o << fmt::format("      …{}⟦{}⟧\n", d.context, d.next_text);
+        o << fmt::format("      …{}⟦{}⟧\n", terminal_safe(d.context), terminal_safe(d.next_text));
     }
   }
   return o.str();
 }
 
 std::string render_junit(const JudgeReport& r) {
-  auto esc = [](const std::string& s) {
-    std::string o;
-    for (char c : s) {
-      switch (c) {
-        case '&':
-          o += "&amp;";
-          break;
-        case '<':
-          o += "&lt;";
-          break;
-        case '>':
-          o += "&gt;";
-          break;
-        case '"':
-          o += "&quot;";
-          break;
-        default:
-          o += c;
-      }
-    }
-    return o;
-  };
+  auto esc = [](const std::string& s) { return xml_escape(s); };  // valid UTF-8, no raw controls
   int failures = 0;
   for (auto& f : r.findings) failures += f.failed;
   bool inconclusive = r.verdict == Verdict::inconclusive;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "core/parallel.h"
 #include "metrics/fastmath.h"
 #include "numeric/formats.h"
@@ -122,12 +123,9 @@ double tail_logprob(const float* x, std::int64_t vocab, double lse, std::span<co
 namespace {
 
 nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("{}: cannot open the segments file", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
+  const std::string text = read_text_file(path, kDataTextCap, "a segments file");
   try {
-    return nlohmann::json::parse(ss.str());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail("{}: not valid JSON: {}", path, e.what());
   }

@@ -43,10 +43,10 @@ std::string engine_name(const CausalLM& m) {
 }
 
 bool is_gguf(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  char m[4] = {};
-  f.read(m, 4);
-  return f.gcount() == 4 && std::string(m, 4) == "GGUF";
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return false;  // a checkpoint folder
+  auto m = MappedFile::open(path);  // non-blocking open, regular files only
+  return m->bytes().size() >= 4 && std::memcmp(m->bytes().data(), "GGUF", 4) == 0;
 }
 
 void hash_file(Xxh64& h, const std::string& path) {
@@ -214,18 +214,58 @@ bool vec_from(const SafetensorsFile& f, const char* name, DType d, std::size_t n
   return true;
 }
 
+}  // namespace
+
+void check_checkpoint(const SafetensorsFile& f, const std::string& key, std::int32_t segment,
+                      bool verify_checksum) {
+  if (verify_checksum) verify_sealed(f);
+  auto get = [&](const char* k) {
+    auto it = f.metadata().find(k);
+    return it == f.metadata().end() ? std::string() : it->second;
+  };
+  if (get("kerncheck.format") != "checkpoint")
+    throw_input_error(f.path(), "metadata kerncheck.format", "\"checkpoint\"", "\"" + get("kerncheck.format").substr(0, 40) + "\"");
+  if (get("run") != key)
+    throw_input_error(f.path(), "metadata run", "this run's key (model, data, k, variant, command line)",
+                      "another run's");
+  if (get("segment") != std::to_string(segment))
+    throw_input_error(f.path(), "metadata segment", std::to_string(segment), "\"" + get("segment").substr(0, 40) + "\"");
+}
+
+bool golden_checkpoint_rows(const SafetensorsFile& f, std::size_t n, std::size_t k, GoldenBuffers& g) {
+  return vec_from(f, "top_ids", DType::int32, n * k, g.top_ids) &&
+         vec_from(f, "top_logprobs", DType::float32, n * k, g.top_logprobs) &&
+         vec_from(f, "other_logprob", DType::float32, n, g.other_logprob) &&
+         vec_from(f, "token", DType::int32, n, g.token) &&
+         vec_from(f, "token_logprob", DType::float32, n, g.token_logprob) &&
+         vec_from(f, "segment", DType::int32, n, g.segment) && vec_from(f, "depth", DType::int32, n, g.depth) &&
+         vec_from(f, "phase", DType::uint8, n, g.phase) && vec_from(f, "flags", DType::uint8, n, g.flags);
+}
+
+bool candidate_checkpoint_rows(const SafetensorsFile& f, std::size_t n, std::size_t k, CandidateBuffers& c) {
+  return vec_from(f, "logprobs_at_ref", DType::float32, n * k, c.logprobs_at_ref) &&
+         vec_from(f, "other_logprob", DType::float32, n, c.other_logprob) &&
+         vec_from(f, "top1_id", DType::int32, n, c.top1_id) &&
+         vec_from(f, "top1_logprob", DType::float32, n, c.top1_logprob) &&
+         vec_from(f, "token_logprob", DType::float32, n, c.token_logprob) &&
+         vec_from(f, "flags", DType::uint8, n, c.flags);
+}
+
+namespace {
+
 // The per-segment checkpoint folder. Segment files are reused only when the manifest key matches.
 class Checkpoints {
  public:
-  Checkpoints(const std::string& out, const std::string& key) : dir_(out + ".partial") {
+  Checkpoints(const std::string& out, const std::string& key) : dir_(out + ".partial"), key_(key) {
     std::error_code ec;
     fs::path man = fs::path(dir_) / "manifest.json";
     bool ok = false;
     if (fs::exists(man, ec)) {
-      std::ifstream f(man);
-      std::stringstream ss;
-      ss << f.rdbuf();
-      ok = ss.str() == key;
+      try {
+        ok = read_text_file(man.string(), kConfigTextCap, "a checkpoint manifest") == key;
+      } catch (const Error&) {
+        ok = false;  // unreadable: start over
+      }
     }
     if (!ok) {
       fs::remove_all(dir_, ec);
@@ -235,9 +275,30 @@ class Checkpoints {
     }
   }
   std::string file(std::int32_t i) const { return fmt::format("{}/seg-{:05d}.safetensors", dir_, i); }
-  bool has(std::int32_t i) const {
+  // Segment i's checkpoint when it is intact (sealed: every byte checked) and belongs to this run and
+  // segment; a damaged or foreign one is deleted, with a note, and the segment recomputed.
+  std::optional<SafetensorsFile> open(std::int32_t i) const {
     std::error_code ec;
-    return fs::exists(file(i), ec);
+    const std::string path = file(i);
+    if (!fs::exists(path, ec)) return std::nullopt;
+    try {
+      SafetensorsFile f = SafetensorsFile::open(path);
+      check_checkpoint(f, key_, i);
+      return f;
+    } catch (const Error& e) {
+      discard(i, e.what());
+      return std::nullopt;
+    }
+  }
+  void discard(std::int32_t i, const std::string& why) const {
+    std::fprintf(stderr, "note: checkpoint %s is unusable (%s); discarded, segment %d is recomputed\n",
+                 file(i).c_str(), why.c_str(), i);
+    std::error_code ec;
+    fs::remove(file(i), ec);
+  }
+  void write(std::int32_t i, const std::vector<NamedTensor>& tensors) const {
+    write_sealed_safetensors(file(i), tensors,
+                             {{"kerncheck.format", "checkpoint"}, {"run", key_}, {"segment", std::to_string(i)}});
   }
   void finish() const {
     std::error_code ec;
@@ -245,7 +306,7 @@ class Checkpoints {
   }
 
  private:
-  std::string dir_;
+  std::string dir_, key_;
 };
 
 std::int64_t stop_after() {
@@ -303,17 +364,9 @@ void record_golden_with_model(const RecordModelOptions& o) {
     g.k = o.k;
     const std::size_t n = static_cast<std::size_t>(j.depth), k = static_cast<std::size_t>(o.k);
     bool reused = false;
-    if (ck.has(j.index)) {
-      SafetensorsFile f = SafetensorsFile::open(ck.file(j.index));
-      reused = vec_from(f, "top_ids", DType::int32, n * k, g.top_ids) &&
-               vec_from(f, "top_logprobs", DType::float32, n * k, g.top_logprobs) &&
-               vec_from(f, "other_logprob", DType::float32, n, g.other_logprob) &&
-               vec_from(f, "token", DType::int32, n, g.token) &&
-               vec_from(f, "token_logprob", DType::float32, n, g.token_logprob) &&
-               vec_from(f, "segment", DType::int32, n, g.segment) &&
-               vec_from(f, "depth", DType::int32, n, g.depth) && vec_from(f, "phase", DType::uint8, n, g.phase) &&
-               vec_from(f, "flags", DType::uint8, n, g.flags);
-      if (!reused) g = GoldenBuffers(), g.k = o.k;
+    if (auto ckf = ck.open(j.index)) {
+      reused = golden_checkpoint_rows(*ckf, n, k, g);
+      if (!reused) ck.discard(j.index, "tensors of another shape"), g = GoldenBuffers(), g.k = o.k;
     }
     if (!reused) {
       if (stop >= 0 && computed >= stop) interrupted(o.out, computed);
@@ -335,7 +388,7 @@ void record_golden_with_model(const RecordModelOptions& o) {
       KC_ASSERT(g.size() == n, "segment {}: {} rows, expected {}", j.index, g.size(), n);
       L.usage->check("--variant");  // a round: term that met no tensor fails before anything is kept
       const auto N = static_cast<std::int64_t>(n), K = static_cast<std::int64_t>(k);
-      write_safetensors(ck.file(j.index),
+      ck.write(j.index,
                         {{"top_ids", vec_tensor(DType::int32, {N, K}, g.top_ids, "top_ids")},
                          {"top_logprobs", vec_tensor(DType::float32, {N, K}, g.top_logprobs, "top_logprobs")},
                          {"other_logprob", vec_tensor(DType::float32, {N}, g.other_logprob, "other_logprob")},
@@ -366,20 +419,12 @@ void record_golden_with_model(const RecordModelOptions& o) {
                  "note: this golden is recorded with variant %s, not the f32 reference; candidates are judged "
                  "against that variant (metadata %s)\n",
                  L.variant.c_str(), kReferenceKey);
-  // write_golden has no slot for the segments' first tokens (needed to rerun the inputs for a
-  // candidate): write it, then add the key to its metadata (the checksum covers tensors only).
-  const std::string tmp = o.out + ".partial/golden.safetensors";
-  std::string sum = write_golden(tmp, m, all.view());
-  {
-    SafetensorsFile f = SafetensorsFile::open(tmp);
-    std::vector<NamedTensor> ts;
-    for (auto& nm : f.names()) ts.push_back({nm, f.tensor(nm)});
-    auto md = f.metadata();
-    md[kFirstTokensKey] = json(first_tokens).dump();
-    md[kPrefillBlockKey] = std::to_string(o.prefill_block);
-    md[kReferenceKey] = reference ? "f32" : "not the f32 reference: variant " + L.variant;
-    write_safetensors(o.out, ts, md);
-  }
+  // The segments' first tokens (needed to rerun the inputs for a candidate) and how the golden was made,
+  // under the checksum like every other key.
+  m.extra[kFirstTokensKey] = json(first_tokens).dump();
+  m.extra[kPrefillBlockKey] = std::to_string(o.prefill_block);
+  m.extra[kReferenceKey] = reference ? "f32" : "not the f32 reference: variant " + L.variant;
+  std::string sum = write_golden(o.out, m, all.view());
   ck.finish();
   std::printf("wrote golden %s: %lld positions in %zu segments, k = %d, vocab %lld, checksum %s\n",
               o.out.c_str(), static_cast<long long>(m.n), segs.size(), o.k, static_cast<long long>(V),
@@ -428,9 +473,8 @@ void record_candidate_with_model(const RecordModelOptions& o) {
   Golden g = read_golden(o.golden);
   std::vector<std::int32_t> first;
   {
-    SafetensorsFile f = SafetensorsFile::open(o.golden);
-    auto it = f.metadata().find(kFirstTokensKey);
-    if (it == f.metadata().end())
+    auto it = g.meta.extra.find(kFirstTokensKey);
+    if (it == g.meta.extra.end())
       throw_input_error(o.golden, std::string("metadata ") + kFirstTokensKey,
                         "the segments' first tokens (a golden recorded with record --model)", "nothing");
     try {
@@ -497,15 +541,9 @@ void record_candidate_with_model(const RecordModelOptions& o) {
     c.k = g.meta.k;
     const std::size_t n = static_cast<std::size_t>(j.depth);
     bool reused = false;
-    if (ck.has(j.index) && !logits_out) {  // --logits-out needs every row computed
-      SafetensorsFile f = SafetensorsFile::open(ck.file(j.index));
-      reused = vec_from(f, "logprobs_at_ref", DType::float32, n * k, c.logprobs_at_ref) &&
-               vec_from(f, "other_logprob", DType::float32, n, c.other_logprob) &&
-               vec_from(f, "top1_id", DType::int32, n, c.top1_id) &&
-               vec_from(f, "top1_logprob", DType::float32, n, c.top1_logprob) &&
-               vec_from(f, "token_logprob", DType::float32, n, c.token_logprob) &&
-               vec_from(f, "flags", DType::uint8, n, c.flags);
-      if (!reused) c = CandidateBuffers(), c.k = g.meta.k;
+    if (auto ckf = logits_out ? std::nullopt : ck.open(j.index)) {  // --logits-out needs every row computed
+      reused = candidate_checkpoint_rows(*ckf, n, k, c);
+      if (!reused) ck.discard(j.index, "tensors of another shape"), c = CandidateBuffers(), c.k = g.meta.k;
     }
     if (!reused) {
       if (stop >= 0 && computed >= stop) interrupted(o.out, computed);
@@ -520,8 +558,8 @@ void record_candidate_with_model(const RecordModelOptions& o) {
       KC_ASSERT(c.size() == n, "segment {}: {} rows, expected {}", j.index, c.size(), n);
       L.usage->check("--variant");
       const auto N = static_cast<std::int64_t>(n), K = static_cast<std::int64_t>(k);
-      write_safetensors(
-          ck.file(j.index),
+      ck.write(
+          j.index,
           {{"logprobs_at_ref", vec_tensor(DType::float32, {N, K}, c.logprobs_at_ref, "logprobs_at_ref")},
            {"other_logprob", vec_tensor(DType::float32, {N}, c.other_logprob, "other_logprob")},
            {"top1_id", vec_tensor(DType::int32, {N}, c.top1_id, "top1_id")},
@@ -536,17 +574,8 @@ void record_candidate_with_model(const RecordModelOptions& o) {
     prog.segment_done(static_cast<std::size_t>(j.index), j.depth, reused);
   }
   CandidateMeta m = candidate_meta_for(g, {engine_name(*L.model), L.variant, o.command_line});
-  // write_candidate has no slot for the prefill block: write, then add the key (checksum: tensors only).
-  const std::string tmp = o.out + ".partial/candidate.safetensors";
-  std::string sum = write_candidate(tmp, m, all.view());
-  {
-    SafetensorsFile f = SafetensorsFile::open(tmp);
-    std::vector<NamedTensor> ts;
-    for (auto& nm : f.names()) ts.push_back({nm, f.tensor(nm)});
-    auto md = f.metadata();
-    md[kPrefillBlockKey] = std::to_string(o.prefill_block);
-    write_safetensors(o.out, ts, md);
-  }
+  m.extra[kPrefillBlockKey] = std::to_string(o.prefill_block);
+  std::string sum = write_candidate(o.out, m, all.view());
   ck.finish();
   if (logits_out) logits_out->close();
   std::printf("wrote candidate %s: %lld positions of %s, checksum %s\n", o.out.c_str(),

@@ -12,7 +12,11 @@
 // A golden recorded with a variant other than the reference is allowed; its metadata says so
 // (kerncheck.golden_reference) and a note goes to stderr.
 #pragma once
+#include <cstdint>
 #include <string>
+
+#include "eval/golden.h"
+#include "io/safetensors.h"
 
 namespace kc {
 
@@ -39,6 +43,14 @@ std::string tokenizer_source(const std::string& model, const std::string& tokeni
 
 // True when the model will be read as a GGUF file (magic "GGUF"), false for an HF folder.
 bool is_gguf_model(const std::string& path);
+
+// Checkpoints (docs/golden-format.md "Record checkpoints"): throws kc::Error unless `f` is sealed (its
+// checksum is verified unless a fuzzer turns it off) and is segment `segment` of the run `key`.
+void check_checkpoint(const SafetensorsFile& f, const std::string& key, std::int32_t segment,
+                      bool verify_checksum = true);
+// The rows of a checked checkpoint of n positions; false when its tensors are not those of n rows of k.
+bool golden_checkpoint_rows(const SafetensorsFile& f, std::size_t n, std::size_t k, GoldenBuffers& g);
+bool candidate_checkpoint_rows(const SafetensorsFile& f, std::size_t n, std::size_t k, CandidateBuffers& c);
 
 void record_golden_with_model(const RecordModelOptions& o);
 void record_candidate_with_model(const RecordModelOptions& o);

@@ -102,28 +102,15 @@ std::string write_golden_from_topk(const std::string& out, const Corpus& c, cons
   m.identity = {model_identity, c.tokenizer_id, c.identity()};
   m.made_by = made_by;
   m.segments = segs;
-  // Written like record --model: the golden, then the same tensors again with the first-tokens key
-  // added to the metadata (the checksum covers the tensors only).
-  const std::string tmp = out + ".tmp-topk.safetensors";
-  std::string sum = write_golden(tmp, m, g.view());
-  {
-    SafetensorsFile f = SafetensorsFile::open(tmp);
-    std::vector<NamedTensor> ts;
-    for (auto& nm : f.names()) ts.push_back({nm, f.tensor(nm)});
-    auto md = f.metadata();
-    md[kCorpusFirstTokensKey] = nlohmann::json(first_tokens).dump();
-    write_safetensors(out, ts, md);
-  }
-  std::remove(tmp.c_str());
-  return sum;
+  m.extra[kCorpusFirstTokensKey] = nlohmann::json(first_tokens).dump();  // covered by the checksum
+  return write_golden(out, m, g.view());
 }
 
 std::vector<GoldenWindow> golden_windows(const Golden& g) {
   std::vector<std::int32_t> first;
   {
-    SafetensorsFile f = SafetensorsFile::open(g.path);
-    auto it = f.metadata().find(kCorpusFirstTokensKey);
-    if (it == f.metadata().end())
+    auto it = g.meta.extra.find(kCorpusFirstTokensKey);
+    if (it == g.meta.extra.end())
       throw_input_error(g.path, std::string("metadata ") + kCorpusFirstTokensKey,
                         "the segments' first tokens (a golden recorded over a corpus)", "nothing");
     try {

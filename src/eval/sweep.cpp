@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "eval/record_model.h"
 #include "eval/report_format.h"
 #include "eval/svg_plot.h"
@@ -71,13 +72,16 @@ bool candidate_matches(const CachedRecord& r, const std::string& golden_checksum
   if (!fs::exists(r.out, ec)) return false;
   try {
     Candidate c = read_candidate(r.out);
+    forget_input(r.out);
     if (c.meta.golden_checksum != golden_checksum || c.meta.position_begin != 0) return false;
     if (canonical_variant(c.meta.made_by.variant, r.out) != variant) return false;
-    SafetensorsFile f = SafetensorsFile::open(r.out);
-    auto it = f.metadata().find("kerncheck.prefill_block");
-    std::string block = it == f.metadata().end() ? "0" : it->second;
+    // Read only to decide whether to record it again: not an input that an output must spare.
+    forget_input(r.out);
+    auto it = c.meta.extra.find("kerncheck.prefill_block");
+    std::string block = it == c.meta.extra.end() ? "0" : it->second;
     return block == std::to_string(r.prefill_block);
   } catch (const Error&) {
+    forget_input(r.out);
     return false;  // unreadable or foreign: record it again
   }
 }

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "eval/corpus.h"
 #include "eval/record_model.h"
 #include "eval/variant.h"
@@ -154,11 +155,7 @@ LogitsTrace logits_trace(std::span<const float> var, std::span<const float> ref)
 }
 
 std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("{}: --prompt: cannot open the file", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return read_text_file(path, kDataTextCap, "a --prompt file");
 }
 
 Tensor f32_tensor(std::vector<std::int64_t> shape, const std::vector<float>& v, const std::string& name) {

@@ -286,8 +286,9 @@ DType resolve_descr(const std::string& descr, std::optional<DType> hint, const s
     if (!hint)
       throw_input_error(
           path, "descr",
-          "a numpy type, or a dtype given with the file (pass --dtype, e.g. --dtype bfloat16): numpy "
-          "writes ml_dtypes arrays without their type name",
+          "a numpy type, or a dtype given with the file (pass --dtype to kerncheck compare, e.g. --dtype bfloat16; "
+          "record and test take no --dtype: save the array as .safetensors or as float32 .npy): numpy writes "
+          "ml_dtypes arrays without their type name",
           fmt::format("'{}'", descr));
     if (kind == 'W' && *hint != DType::complex32)
       throw_input_error(path, "descr", fmt::format("a type matching the dtype given ({})", dtype_name(*hint)),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -10,6 +11,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/hash.h"
 #include "io/io_internal.h"
 
 namespace kc {
@@ -131,6 +133,12 @@ SafetensorsFile SafetensorsFile::parse(std::span<const std::uint8_t> file, const
     }
     return true;
   };
+  // As the stock loader (serde_json): the JSON may be followed by whitespace only (its writer pads with
+  // spaces). nlohmann's parser stops at a NUL byte, so a NUL with anything after it is refused here.
+  if (const void* nul = std::memchr(hbegin, 0, n))
+    throw_input_error(path, "header",
+                      "a JSON object followed by spaces only (the stock safetensors loader refuses anything else)",
+                      fmt::format("a NUL byte at header offset {}", static_cast<const std::uint8_t*>(nul) - hbegin));
   ojson header;
   try {
     header = ojson::parse(hbegin, hbegin + n, cb);
@@ -222,6 +230,21 @@ SafetensorsFile SafetensorsFile::parse(std::span<const std::uint8_t> file, const
                                     ranges[i - 1].begin, ranges[i - 1].end),
                         fmt::format("[{}, {}]", ranges[i].begin, ranges[i].end));
   }
+  // As strict as the stock loader: the tensors cover the data region exactly (no gap, no trailing bytes).
+  std::uint64_t covered = 0;
+  for (const Range& r : ranges) {
+    if (r.begin != covered)
+      throw_input_error(fmt::format("{}: tensor '{}'", path, st.names_[r.index]), "data_offsets",
+                        fmt::format("to begin at {}, where the previous tensor ends (the stock loader refuses gaps)",
+                                    covered),
+                        fmt::format("[{}, {}]", r.begin, r.end));
+    covered = r.end;
+  }
+  if (covered != data.size())
+    throw_input_error(path, "file size",
+                      fmt::format("{} bytes (header and tensors; the stock loader refuses trailing bytes)",
+                                  8 + n + covered),
+                      fmt::format("{} bytes", file.size()));
   return st;
 }
 
@@ -278,6 +301,48 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
   out.write(text);
   for (const auto& nt : tensors) out.write(nt.tensor.bytes);
   out.commit();
+}
+
+std::string content_checksum(const std::map<std::string, std::string>& metadata,
+                             const std::vector<NamedTensor>& tensors) {
+  Xxh64 h;
+  auto put = [&h](std::span<const std::uint8_t> b) {
+    std::uint8_t len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(b.size()) >> (8 * i));
+    h.update(len);
+    h.update(b);
+  };
+  auto put_str = [&put](std::string_view s) { put({reinterpret_cast<const std::uint8_t*>(s.data()), s.size()}); };
+  for (auto& [k, v] : metadata)
+    if (k != "checksum") put_str(k), put_str(v);
+  std::vector<const NamedTensor*> order;
+  for (auto& t : tensors) order.push_back(&t);
+  std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  for (auto* t : order) {
+    put_str(t->name);
+    put_str(safetensors_code(t->tensor.dtype));
+    put_str(t->tensor.shape_str());
+    put(t->tensor.bytes);
+  }
+  return "xxh3:" + h.hex();
+}
+
+void write_sealed_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                              std::map<std::string, std::string> metadata) {
+  metadata["checksum"] = content_checksum(metadata, tensors);
+  write_safetensors(path, tensors, metadata);
+}
+
+void verify_sealed(const SafetensorsFile& f) {
+  std::vector<NamedTensor> ts;
+  for (auto& n : f.names()) ts.push_back({n, f.tensor(n)});
+  const std::string want = content_checksum(f.metadata(), ts);
+  auto it = f.metadata().find("checksum");
+  if (it == f.metadata().end() || it->second != want)
+    throw_input_error(f.path(), "metadata checksum", want,
+                      it == f.metadata().end()
+                          ? std::string("nothing")
+                          : it->second.substr(0, 40) + " (the file was changed or is damaged)");
 }
 
 }  // namespace kc

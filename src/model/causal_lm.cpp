@@ -1,5 +1,6 @@
 // load_causal_lm: dispatch on the checkpoint's architecture.
 #include "model/causal_lm.h"
+#include "core/mapped_file.h"
 
 #include <filesystem>
 #include <fstream>
@@ -19,9 +20,9 @@ std::string hf_model_type(const std::string& path) {
   fs::path dir(path);
   if (dir.filename() == "config.json") dir = dir.parent_path();
   if (!fs::is_directory(dir, ec)) return {};
-  std::ifstream in(dir / "config.json");
-  if (!in) return {};
-  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!fs::exists(dir / "config.json", ec)) return {};
+  const auto j = nlohmann::json::parse(read_text_file((dir / "config.json").string(), kConfigTextCap, "a config.json"),
+                                       nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("model_type") || !j["model_type"].is_string()) return {};
   return j["model_type"].get<std::string>();
 }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "core/parallel.h"
 #include "io/safetensors.h"
 #include "model/dequant.h"
@@ -17,12 +18,9 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 json read_json(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("{}: cannot open", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
+  const std::string text = read_text_file(path, kDataTextCap, "a JSON file");
   try {
-    return json::parse(ss.str());
+    return json::parse(text);
   } catch (const json::exception& e) {
     throw_input_error(path, "", "a JSON document", e.what());
   }

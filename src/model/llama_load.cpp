@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "io/safetensors.h"
 #include "model/gguf.h"
 #include "model/llama.h"
@@ -130,10 +131,10 @@ class HfSource : public WeightSource {
   explicit HfSource(const fs::path& dir) : path_(dir.string()) {
     const fs::path index = dir / "model.safetensors.index.json";
     if (fs::exists(index)) {
-      std::ifstream in(index);
+      const std::string text = read_text_file(index.string(), kConfigTextCap, "a safetensors index");
       json j;
       try {
-        j = json::parse(in);
+        j = json::parse(text);
       } catch (const std::exception& e) {
         throw_input_error(index.string(), "json", "valid JSON", e.what());
       }
@@ -486,11 +487,8 @@ LlamaModel LlamaModel::load(const std::string& path, const LlamaLoadOptions& opt
   std::error_code ec;
   if (fs::is_directory(p, ec)) {
     const fs::path cfg = p / "config.json";
-    std::ifstream in(cfg);
-    if (!in) throw_input_error(cfg.string(), "file", "an HF config.json", "cannot open");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const LlamaConfig c = llama_config_from_hf_json(ss.str(), cfg.string());
+    const LlamaConfig c =
+        llama_config_from_hf_json(read_text_file(cfg.string(), kConfigTextCap, "a config.json"), cfg.string());
     HfSource src(p);
     return from_source(c, src);
   }

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "model/gguf.h"
 
 namespace kc {
@@ -811,11 +812,7 @@ void parse_pre(const json& j, const std::string& origin, const std::string& fiel
 }  // namespace
 
 Tokenizer Tokenizer::from_tokenizer_json(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("{}: cannot open", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return from_json_text(ss.str(), path);
+  return from_json_text(read_text_file(path, kDataTextCap, "a tokenizer.json"), path);
 }
 
 Tokenizer Tokenizer::from_json_text(std::string_view text, const std::string& origin) {

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 
@@ -9,6 +12,7 @@
 #include "core/hash.h"
 #include "core/mapped_file.h"
 #include "core/parallel.h"
+#include "core/text_safe.h"
 
 namespace kc {
 namespace {
@@ -60,6 +64,72 @@ TEST(AtomicFile, AppearsWholeOrNotAtAll) {
   write_file_atomic(p, "whole");
   auto m = MappedFile::open(p);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(m->bytes().data()), m->bytes().size()), "whole");
+}
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Issue 20: a symlink planted at the temporary's name is never followed (O_EXCL | O_NOFOLLOW).
+TEST(AtomicFile, PlantedSymlinkAtTheTemporaryIsNotFollowed) {
+  const std::string dir = ::testing::TempDir() + "kc_plant/";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string victim = dir + "victim.txt", out = dir + "out.json";
+  write_file_atomic(victim, "precious");
+  std::filesystem::create_symlink(victim, fmt::format("{}.tmp.{}", out, ::getpid()));
+  write_file_atomic(out, "report");
+  EXPECT_EQ(slurp(out), "report");
+  EXPECT_EQ(slurp(victim), "precious");
+  EXPECT_TRUE(std::filesystem::is_symlink(fmt::format("{}.tmp.{}", out, ::getpid())));  // a live pid's
+}
+
+TEST(AtomicFile, RefusesInputsAndSpecialFiles) {
+  const std::string dir = ::testing::TempDir() + "kc_inputs/";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string in = dir + "in.bin";
+  write_file_atomic(in, "data");
+  set_input_guard(true);  // as the CLI does
+  auto m = MappedFile::open(in);  // now an input of this process
+  try {
+    write_file_atomic(in, "overwritten");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("one of the inputs"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(slurp(in), "data");
+  forget_input(in);
+  set_input_guard(false);
+  write_file_atomic(in, "now an output");
+  EXPECT_EQ(slurp(in), "now an output");
+  try {
+    write_file_atomic("/dev/null", "x");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--write-special"), std::string::npos) << e.what();
+  }
+  set_special_outputs_allowed(true);
+  write_file_atomic("/dev/null", "x");  // in place: /dev/null stays a device
+  set_special_outputs_allowed(false);
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+  try {
+    (void)read_text_file("/dev/zero", kConfigTextCap, "a test file");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/dev/zero: file type: expected a regular file, got a character device"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(TextSafe, Utf8XmlAndTerminal) {
+  EXPECT_EQ(valid_utf8("a\xff" "b\xc3\xa9\xe2\x82"), "a\xEF\xBF\xBD" "b\xc3\xa9\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(valid_utf8("\xed\xa0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
+  EXPECT_EQ(xml_escape("<a\x01&\xfe>"), "&lt;a\xEF\xBF\xBD&amp;\xEF\xBF\xBD&gt;");
+  EXPECT_EQ(terminal_safe("x\x1b[2Jy\x7f\xc2\x9bz\n"), "x\\x1b[2Jy\\x7f\\u{9b}z\\x0a");
+  EXPECT_EQ(terminal_safe("l1\nl2\t", true), "l1\nl2\t");
 }
 
 TEST(MappedFile, MissingFileNamesPath) {

@@ -101,14 +101,29 @@ TEST(Safetensors, WriterRefusesWhatStockLoadersCannotRead) {
 
 const std::string kData16(16, '\x01');
 
-TEST(Safetensors, AcceptsGapsTrailingBytesNullMetadataAndExtraFields) {
+// Issue 20: as strict as the stock loader (safetensors 0.8 refuses gaps, trailing bytes and anything but
+// whitespace after the header JSON; tests/py/test_hostile_inputs.py checks the stock loader agrees).
+TEST(Safetensors, AcceptsNullMetadataExtraFieldsAndHeaderSpaces) {
   auto st =
       parse(st_image(R"({"__metadata__":null,"b":{"dtype":"I32","shape":[2],"data_offsets":[8,16],"x":1},)"
-                     R"("a":{"dtype":"F16","shape":[1],"data_offsets":[0,2]}})",
-                     kData16 + "trailing"));
+                     R"("a":{"dtype":"F16","shape":[4],"data_offsets":[0,8]}}   )" "\n\t",
+                     kData16));
   EXPECT_EQ(st.names(), (std::vector<std::string>{"b", "a"}));
   EXPECT_EQ(st.tensor("b").bytes.size(), 8u);
   EXPECT_TRUE(st.metadata().empty());
+}
+
+TEST(Safetensors, RefusesGapsTrailingBytesAndHeaderGarbage) {
+  const std::string two = R"({"b":{"dtype":"I32","shape":[2],"data_offsets":[8,16]},)"
+                          R"("a":{"dtype":"F16","shape":[1],"data_offsets":[0,2]}})";
+  expect_error([&] { parse(st_image(two, kData16)); },
+               {"m.safetensors: tensor 'b': data_offsets: expected to begin at 2", "got [8, 16]"});
+  const std::string one = R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})";
+  expect_error([&] { parse(st_image(one, kData16 + "trailing")); },
+               {"m.safetensors: file size: expected", "trailing bytes", "got"});
+  expect_error([&] { parse(st_image(one + std::string("\0garbage", 8), kData16)); },
+               {"m.safetensors: header: expected a JSON object followed by spaces only", "NUL byte at header offset"});
+  expect_error([&] { parse(st_image(one + "xyz", kData16)); }, {"m.safetensors: header: expected a JSON object"});
 }
 
 TEST(Safetensors, MalformedFiles) {

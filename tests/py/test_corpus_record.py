@@ -172,3 +172,42 @@ def test_hybrid_golden_names_the_hybrid_engine(tmp_path):
     for f in ("g.kcg", "b.kcc"):
         with safe_open(str(tmp_path / f), "np") as h:
             assert h.metadata()["engine"] == "kerncheck-hybrid-f32", f
+
+
+# Issue 20: checkpoints are sealed; a damaged or truncated one is discarded (with a note) and recomputed,
+# and the result is still byte-identical to an uninterrupted run.
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_damaged_checkpoint_is_discarded_and_recomputed(setup, tmp_path, damage):
+    d, model, corpus, golden = setup
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    cmd = ("record", "--model", model, "--corpus", corpus, "-k", "8", "-o", "g.safetensors")
+    r = kc(*cmd, env={"KC_RECORD_STOP_AFTER": "2"}, check=False, cwd=tmp_path / "a")
+    assert r.returncode == 3 and "interrupted" in r.stderr
+    seg = tmp_path / "a" / "g.safetensors.partial" / "seg-00000.safetensors"
+    raw = bytearray(seg.read_bytes())
+    if damage == "flip":
+        raw[len(raw) - 100] ^= 0x04  # a data byte: the file still parses
+    else:
+        raw = raw[: len(raw) // 2]
+    seg.write_bytes(bytes(raw))
+    r = kc(*cmd, cwd=tmp_path / "a")
+    assert "checkpoint" in r.stderr and "discarded, segment 0 is recomputed" in r.stderr, r.stderr
+    assert str(seg) in r.stderr or "seg-00000" in r.stderr
+    kc(*cmd, cwd=tmp_path / "b")
+    assert (tmp_path / "a" / "g.safetensors").read_bytes() == (tmp_path / "b" / "g.safetensors").read_bytes()
+
+
+def test_edited_first_tokens_are_refused(setup, tmp_path):
+    """corpus_first_tokens decides which tokens record --golden feeds: it is under the checksum."""
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+    d, model, corpus, golden = setup
+    with safe_open(golden, "np") as f:
+        meta, t = dict(f.metadata()), {k: f.get_tensor(k) for k in f.keys()}
+    first = json.loads(meta["kerncheck.corpus_first_tokens"])
+    meta["kerncheck.corpus_first_tokens"] = json.dumps([(x + 1) % 200 for x in first])
+    save_file(t, tmp_path / "g.safetensors", meta)
+    r = kc("record", "--model", model, "--golden", tmp_path / "g.safetensors", "-o", tmp_path / "c.safetensors",
+           check=False)
+    assert r.returncode == 3 and "metadata checksum" in r.stderr and "g.safetensors" in r.stderr, r.stderr

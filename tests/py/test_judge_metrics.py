@@ -198,7 +198,7 @@ def test_golden_matches_numpy(data):
     with open(d / "g.safetensors", "rb") as f:
         hl = struct.unpack("<Q", f.read(8))[0]
         md = json.loads(f.read(hl))["__metadata__"]
-    assert md["kerncheck.format"] == "golden" and md["kerncheck.version"] == "1" and md["k"] == "20"
+    assert md["kerncheck.format"] == "golden" and md["kerncheck.version"] == "2" and md["k"] == "20"
     assert md["checksum"].startswith("xxh3:") and md["corpus"].startswith("tokens-sha256:")
     assert json.loads(md["segments"])[1]["domain"] == "prose"
     data_bytes = os.path.getsize(d / "g.safetensors") - 8 - hl

@@ -1,0 +1,20 @@
+// Text from inputs (corpus text, case names, file names) on its way to a terminal, XML or JSON.
+#pragma once
+#include <string>
+#include <string_view>
+
+namespace kc {
+
+// Valid UTF-8: each byte that does not start a well-formed sequence (overlong, surrogate, > U+10FFFF,
+// truncated) becomes U+FFFD.
+std::string valid_utf8(std::string_view in);
+
+// XML 1.0 text/attribute escaping of valid_utf8(in); characters XML cannot carry (C0 controls other than
+// tab, newline, carriage return) become U+FFFD.
+std::string xml_escape(std::string_view in);
+
+// For the terminal: valid_utf8(in) with C0 and C1 control characters and DEL (escape sequences that would
+// move the cursor or recolour the terminal) written as \xNN / \u{NN}; newline and tab kept when keep_lines.
+std::string terminal_safe(std::string_view in, bool keep_lines = false);
+
+}  // namespace kc

@@ -1,0 +1,401 @@
+"""Issue 20: every byte that decides a verdict is checked, every write is safe.
+
+One test per hole the probe found. Edited files are made here with numpy and the stock safetensors
+writer; where a hole needs a file whose checksum is valid (an edit a user could make on purpose), the
+checksum is recomputed here, independently of kerncheck, from docs/golden-format.md (XXH3-64 through the
+system libxxhash). Each case must now give exit 3 naming the file and field, or the right verdict.
+"""
+import ctypes
+import json
+import os
+import stat
+import struct
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors import safe_open
+from safetensors.numpy import load_file, save_file
+
+KC = os.environ.get("KC_BIN", "kerncheck")
+N, V = 3000, 300
+
+_xxh = ctypes.CDLL("libxxhash.so.0")
+_xxh.XXH3_64bits.restype = ctypes.c_uint64
+_xxh.XXH3_64bits.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+GOLDEN_ORDER = ["top_ids", "top_logprobs", "other_logprob", "token", "token_logprob", "segment", "depth", "phase",
+                "flags"]
+CAND_ORDER = ["logprobs_at_ref", "other_logprob", "top1_id", "top1_logprob", "token_logprob", "flags", "covered"]
+
+
+def xxh3(b):
+    return _xxh.XXH3_64bits(b, len(b))
+
+
+def seal(meta, tensors, order):
+    """The golden/candidate checksum of docs/golden-format.md, computed independently."""
+    data = b"".join(np.ascontiguousarray(tensors[k]).tobytes() for k in order if k in tensors)
+    m = b""
+    for key, value in sorted(meta.items()):
+        if key != "checksum":
+            for s in (key.encode(), value.encode()):
+                m += struct.pack("<Q", len(s)) + s
+    m += struct.pack("<Q", xxh3(data))
+    return "xxh3:%016x" % xxh3(m)
+
+
+def load(path):
+    with safe_open(path, "np") as f:
+        return dict(f.metadata()), {k: f.get_tensor(k) for k in f.keys()}
+
+
+def save(path, meta, tensors, order=None):
+    """Writes with the stock writer; order given: re-sealed with a valid checksum."""
+    meta = dict(meta)
+    if order:
+        meta["checksum"] = seal(meta, tensors, order)
+    save_file(tensors, path, meta)
+    return path
+
+
+def run(*args, rc=None, env=None, timeout=60):
+    p = subprocess.run([KC, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout)
+    if rc is not None and p.returncode != rc:
+        raise AssertionError(f"kerncheck {' '.join(map(str, args))} → {p.returncode} (want {rc})\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def refused(p, *parts):
+    assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)
+    for s in parts:
+        assert str(s) in p.stderr, (s, p.stderr)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("hostile")
+    rng = np.random.default_rng(20)
+    ref = (rng.standard_normal((N, V)) * 3).astype(np.float32)
+    np.save(d / "ref.npy", ref)
+    np.save(d / "tokens.npy", rng.integers(0, V, N).astype(np.int32))
+    # Two domains: a candidate damaged only on "code" fails there; relabelling hides it.
+    segs = [{"name": f"s{i}", "domain": "code" if i % 2 else "prose", "depth": 500, "start": i * 500} for i in range(6)]
+    (d / "segs.json").write_text(json.dumps(segs))
+    cand = ref + rng.normal(0, 0.01, ref.shape).astype(np.float32)
+    bad = cand.copy()
+    code_rows = np.concatenate([np.arange(i * 500, i * 500 + 500) for i in range(1, 6, 2)])
+    bad[code_rows] += rng.normal(0, 1.5, (len(code_rows), V)).astype(np.float32)
+    np.save(d / "cand.npy", cand)
+    np.save(d / "bad.npy", bad)
+    run("record", "--from-logits", d / "ref.npy", "--tokens", d / "tokens.npy", "--segments", d / "segs.json",
+        "-o", d / "g.st", rc=0)
+    for name in ["cand", "bad"]:
+        run("record", "--from-logits", d / f"{name}.npy", "--golden", d / "g.st", "-o", d / f"{name}.st", rc=0)
+    return d
+
+
+# ---- 1. metadata outside the checksum ---------------------------------------------------------------------
+def test_relabelled_domains_are_refused(files, tmp_path):
+    d = files
+    meta, t = load(d / "g.st")
+    segs = json.loads(meta["segments"])
+    for s in segs:
+        s["domain"] = "prose"
+    meta["segments"] = json.dumps(segs)
+    g2 = save(tmp_path / "g2.st", meta, t)  # checksum kept: it no longer matches
+    refused(run("test", g2, d / "bad.st"), g2, "metadata checksum")
+
+
+@pytest.mark.parametrize("key,value", [("kerncheck.corpus_first_tokens", "[1, 2, 3]"), ("model", "other"),
+                                       ("k", "20"), ("positions", str(N))])
+def test_any_edited_metadata_key_is_refused(files, tmp_path, key, value):
+    d = files
+    meta, t = load(d / "cand.st")
+    meta[key] = value if meta.get(key) != value else value + "0"
+    c2 = save(tmp_path / "c2.st", meta, t)
+    p = run("test", d / "g.st", c2)
+    assert p.returncode == 3, p.stderr
+    assert str(c2) in p.stderr
+
+
+def test_resealed_metadata_is_accepted_and_old_version_is_refused(files, tmp_path):
+    d = files
+    meta, t = load(d / "g.st")
+    # The checksum computed here from the documented recipe is the one kerncheck wrote.
+    assert seal(meta, t, GOLDEN_ORDER) == meta["checksum"]
+    meta["kerncheck.version"] = "1"
+    old = save(tmp_path / "old.st", meta, t, GOLDEN_ORDER)
+    refused(run("test", old, d / "cand.st"), old, "kerncheck.version", "re-record")
+
+
+# ---- 2. impossible values ---------------------------------------------------------------------------------
+def edited_candidate(d, tmp_path, edit):
+    meta, t = load(d / "cand.st")
+    edit(t)
+    return save(tmp_path / "edited.st", meta, t, CAND_ORDER)
+
+
+def test_positive_logprobs_are_refused(files, tmp_path):
+    def edit(t):
+        t["logprobs_at_ref"] = t["logprobs_at_ref"] + np.float32(5)
+    c = edited_candidate(files, tmp_path, edit)
+    refused(run("test", files / "g.st", c), c, "logprobs_at_ref[0, 0]", "expected a log-prob ≤ 0")
+
+
+@pytest.mark.parametrize("name", ["token_logprob", "top1_logprob", "other_logprob"])
+def test_positive_row_logprobs_are_refused(files, tmp_path, name):
+    def edit(t):
+        t[name] = t[name].copy()
+        t[name][17] = 0.5
+    c = edited_candidate(files, tmp_path, edit)
+    refused(run("test", files / "g.st", c), c, f"{name}[17]", "≤ 0")
+
+
+def test_candidate_mass_above_one_is_refused(files, tmp_path):
+    def edit(t):
+        lp = t["logprobs_at_ref"].copy()
+        lp[42, :] = np.float32(-0.01)  # 20 ids with p ≈ 0.99 each
+        t["logprobs_at_ref"] = lp
+    c = edited_candidate(files, tmp_path, edit)
+    refused(run("test", files / "g.st", c), c, "logprobs_at_ref[42]", "mass ≤ 1")
+
+
+@pytest.mark.parametrize("value", [-np.inf, np.inf])
+def test_infinite_token_logprob_is_counted_nonfinite(files, tmp_path, value):
+    def edit(t):
+        t["token_logprob"] = t["token_logprob"].copy()
+        t["token_logprob"][100] = value
+    c = edited_candidate(files, tmp_path, edit)
+    p = run("test", files / "g.st", c, "--json", tmp_path / "r.json")
+    if value > 0:  # +inf is not a log-prob
+        refused(p, c, "token_logprob[100]")
+        return
+    assert p.returncode == 1, p.stderr  # FAIL: one position with p(token) = 0
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert r["nonfinite"] == 1 and r["verdict"] == "FAIL", r["nonfinite"]
+
+
+def edited_golden(d, tmp_path, edit):
+    """The edited golden (re-sealed) and the candidate re-sealed for it (its golden_checksum)."""
+    meta, t = load(d / "g.st")
+    edit(t)
+    g = save(tmp_path / "gedit.st", meta, t, GOLDEN_ORDER)
+    cmeta, ct = load(d / "cand.st")
+    cmeta["golden_checksum"] = load(g)[0]["checksum"]
+    return g, save(tmp_path / "cedit.st", cmeta, ct, CAND_ORDER)
+
+
+def test_duplicate_topk_ids_are_refused(files, tmp_path):
+    def edit(t):
+        ids = t["top_ids"].copy()
+        ids[7, 5] = ids[7, 2]  # not neighbours
+        t["top_ids"] = ids
+    g, c = edited_golden(files, tmp_path, edit)
+    refused(run("test", g, c), g, "top_ids[7]", "distinct ids")
+
+
+def test_golden_mass_above_one_is_refused(files, tmp_path):
+    def edit(t):
+        lp = t["top_logprobs"].copy()
+        lp[9, :] = np.float32(-0.001)  # mass ≈ 20
+        t["top_logprobs"] = lp
+    g, c = edited_golden(files, tmp_path, edit)
+    refused(run("test", g, c), g, "top_logprobs[9]", "mass ≤ 1")
+
+
+# ---- 3. shards --------------------------------------------------------------------------------------------
+def test_edited_shard_counts_are_refused(files, tmp_path):
+    d = files
+    run("test", d / "g.st", d / "cand.st", "--positions", "0:1500", "--partial", tmp_path / "a.part")
+    run("test", d / "g.st", d / "cand.st", "--positions", "1500:3000", "--partial", tmp_path / "b.part")
+    assert run("merge", tmp_path / "a.part", tmp_path / "b.part").returncode in (0, 1, 2)
+    meta, t = load(tmp_path / "a.part")
+    r0 = json.loads(meta["run0"])
+    r0["n_positions_edited"] = 1  # any edit: the checksum is over the whole content
+    meta["run0"] = json.dumps(r0)
+    save(tmp_path / "e.part", meta, t)
+    refused(run("merge", tmp_path / "e.part", tmp_path / "b.part"), tmp_path / "e.part", "metadata checksum")
+
+
+def test_random_byte_flips_in_shards_are_refused(files, tmp_path):
+    d = files
+    run("test", d / "g.st", d / "cand.st", "--positions", "0:1500", "--partial", tmp_path / "a.part")
+    raw = (tmp_path / "a.part").read_bytes()
+    hl = struct.unpack("<Q", raw[:8])[0]
+    rng = np.random.default_rng(3)
+    for i in range(20):
+        b = bytearray(raw)
+        # Data bytes and metadata bytes inside JSON strings (digits of the counts): flip a low bit.
+        at = int(rng.integers(8 + hl, len(raw))) if i % 2 else 8 + int(rng.integers(0, hl))
+        b[at] ^= 0x01
+        (tmp_path / "f.part").write_bytes(bytes(b))
+        p = run("merge", tmp_path / "f.part")
+        assert p.returncode == 3, (at, p.stdout, p.stderr)
+
+
+# ---- 4. outputs that destroy inputs ------------------------------------------------------------------------
+def test_outputs_that_are_inputs_are_refused(files, tmp_path):
+    d = files
+    for f in ["g.st", "cand.st"]:
+        (tmp_path / f).write_bytes((d / f).read_bytes())
+    g, c = tmp_path / "g.st", tmp_path / "cand.st"
+    before = g.read_bytes(), c.read_bytes()
+    for flag, target in [("--json", g), ("--html", c), ("--junit", g), ("--partial", c)]:
+        refused(run("test", g, c, flag, target), target, "one of the inputs")
+    os.link(g, tmp_path / "hard.st")  # another name, the same inode
+    refused(run("test", g, c, "--json", tmp_path / "hard.st"), "one of the inputs")
+    refused(run("record", "--from-logits", d / "cand.npy", "--golden", g, "-o", g), "one of the inputs")
+    assert (g.read_bytes(), c.read_bytes()) == before
+
+
+def test_special_outputs_are_refused_unless_told(files, tmp_path):
+    d = files
+    p = run("test", d / "g.st", d / "cand.st", "--json", "/dev/full")
+    refused(p, "/dev/full", "--write-special")
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    refused(run("test", d / "g.st", d / "cand.st", "--json", fifo), fifo, "--write-special")
+    # Told: written in place (a reader on the FIFO gets the report; /dev/full says it is full).
+    p = run("test", d / "g.st", d / "cand.st", "--json", "/dev/full", "--write-special")
+    refused(p, "/dev/full")
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    out = tmp_path / "stdout.json"
+    p = subprocess.run(f"{KC} test {d / 'g.st'} {d / 'cand.st'} --json /dev/stdout --write-special > {out}",
+                       shell=True, capture_output=True, text=True)
+    assert p.returncode in (0, 1, 2), p.stderr
+    assert '"overall"' in out.read_text()
+    p = subprocess.run(f"{KC} test {d / 'g.st'} {d / 'cand.st'} --json /dev/stdout > {out}", shell=True,
+                       capture_output=True, text=True)
+    assert p.returncode == 3 and "--write-special" in p.stderr, p.stderr
+
+
+def test_stale_temporaries_are_removed(files, tmp_path):
+    d = files
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f"r.json.tmp.{dead.pid}"
+    stale.write_text("left by kill -9")
+    alive = tmp_path / f"r.json.tmp.{os.getpid()}"  # a live process's: kept
+    alive.write_text("in use")
+    run("test", d / "g.st", d / "cand.st", "--json", tmp_path / "r.json")
+    assert (tmp_path / "r.json").exists() and not stale.exists() and alive.exists()
+
+
+# ---- 5. hangs and unbounded reads -------------------------------------------------------------------------
+def test_fifo_inputs_do_not_hang(files, tmp_path):
+    d = files
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    refused(run("test", fifo, d / "cand.st", timeout=30), fifo, "file type: expected a regular file, got a FIFO")
+    refused(run("test", d / "g.st", fifo, timeout=30), fifo, "regular file")
+    refused(run("test", d / "g.st", d / "cand.st", "--thresholds", fifo, timeout=30), fifo, "regular file")
+    refused(run("record", "--from-logits", d / "ref.npy", "--tokens", d / "tokens.npy", "--segments", fifo,
+                "-o", tmp_path / "x.st", timeout=30), fifo, "regular file")
+    refused(run("merge", fifo, timeout=30), fifo, "regular file")
+
+
+def test_devices_and_directories_are_refused(files, tmp_path):
+    d = files
+    refused(run("test", d / "g.st", d / "cand.st", "--thresholds", "/dev/zero", timeout=30), "/dev/zero",
+            "character device")
+    refused(run("record", "--from-logits", d / "ref.npy", "--tokens", d / "tokens.npy", "--segments", "/dev/zero",
+                "-o", tmp_path / "x.st", timeout=30), "/dev/zero", "character device")
+    refused(run("test", d / "g.st", d / "cand.st", "--thresholds", tmp_path, timeout=30), "directory")
+
+
+def test_oversized_config_is_refused(files, tmp_path):
+    d = files
+    big = tmp_path / "big.toml"
+    with open(big, "wb") as f:
+        f.truncate(17 << 20)  # sparse: over the 16 MiB cap for configuration files
+    refused(run("test", d / "g.st", d / "cand.st", "--thresholds", big), big, "at most 16 MiB")
+
+
+# ---- 6. silently ignored configuration --------------------------------------------------------------------
+@pytest.mark.parametrize("key,hint", [("kl_maen", "kl_mean"), ("domain.code.kl_p99x", "domain.code.kl_p99"),
+                                      ("phase.prefil.kl_mean", "phase.prefill. or phase.decode.")])
+def test_misspelt_statistic_is_an_error(files, tmp_path, key, hint):
+    th = tmp_path / "th.toml"
+    th.write_text(f'[kerncheck]\nformat = "thresholds"\nversion = 1\n[limits]\n"{key}" = 0.5\n')
+    refused(run("test", files / "g.st", files / "cand.st", "--thresholds", th), th, key, hint)
+
+
+def test_unknown_thresholds_table_is_an_error(files, tmp_path):
+    th = tmp_path / "th.toml"
+    th.write_text('[kerncheck]\nformat = "thresholds"\nversion = 1\n[limit]\nkl_mean = 0.5\n')
+    refused(run("test", files / "g.st", files / "cand.st", "--thresholds", th), th, 'did you mean "limits"')
+
+
+# ---- 7. safetensors as strict as the stock loader ---------------------------------------------------------
+def stock_refuses(path):
+    try:
+        load_file(path)
+        return False
+    except Exception:
+        return True
+
+
+@pytest.mark.parametrize("suffix,trailing,stock_ok", [(b"    ", b"", True), (b"\n\t ", b"", True),
+                                                      (b"\0garbage", b"", False), (b"xyz", b"", False),
+                                                      (b"", b"\0\0\0\0", False)])
+def test_safetensors_header_and_trailing_bytes_like_stock(files, tmp_path, suffix, trailing, stock_ok):
+    raw = (files / "cand.st").read_bytes()
+    hl = struct.unpack("<Q", raw[:8])[0]
+    header = raw[8:8 + hl].rstrip(b" ") + suffix
+    f = tmp_path / "h.st"
+    f.write_bytes(struct.pack("<Q", len(header)) + header + raw[8 + hl:] + trailing)
+    assert stock_refuses(f) == (not stock_ok)
+    p = run("test", files / "g.st", f)
+    if stock_ok:
+        assert p.returncode in (0, 1, 2), p.stderr
+    else:
+        refused(p, f)
+
+
+# ---- every refusal names the file, the field and what was expected ----------------------------------------
+def test_refusal_messages_name_file_field_and_expected(files, tmp_path):
+    """Walks the error paths added for issue 20 and checks the shape "FILE: FIELD: expected …, got …"."""
+    import re
+    d = files
+    fifo = tmp_path / "p.fifo"
+    os.mkfifo(fifo)
+    th = tmp_path / "th.toml"
+    th.write_text('[kerncheck]\nformat = "thresholds"\nversion = 1\n[limits]\nkl_maen = 1\n')
+    meta, t = load(d / "g.st")
+    meta["kerncheck.version"] = "1"
+    old = save(tmp_path / "old.st", meta, t, GOLDEN_ORDER)
+    meta, t = load(d / "cand.st")
+    t["logprobs_at_ref"] = t["logprobs_at_ref"] + np.float32(1)
+    pos = save(tmp_path / "pos.st", meta, t, CAND_ORDER)
+    cases = [
+        (["test", fifo, d / "cand.st"], fifo),
+        (["test", d / "g.st", d / "cand.st", "--thresholds", "/dev/zero"], "/dev/zero"),
+        (["test", d / "g.st", d / "cand.st", "--thresholds", th], th),
+        (["test", old, d / "cand.st"], old),
+        (["test", d / "g.st", pos], pos),
+        (["test", d / "g.st", d / "cand.st", "--json", d / "g.st"], d / "g.st"),
+        (["test", d / "g.st", d / "cand.st", "--json", "/dev/full"], "/dev/full"),
+    ]
+    shape = re.compile(r"error: (?P<file>\S+): (?P<field>[^:]+): expected .+, got .+")
+    for args, f in cases:
+        p = run(*args, timeout=30)
+        assert p.returncode == 3, (args, p.stderr)
+        m = shape.search(p.stderr)
+        assert m and m.group("file") == str(f), (args, p.stderr)
+
+
+def test_terminal_escapes_from_corpus_text_are_not_printed_raw(files, tmp_path):
+    d = files
+    text = "ab\x1b[2J\x1b]0;pwned\x07cd\x9b" * (N // 4 + 1)
+    segs = [{"name": "esc", "domain": "prose", "depth": N, "start": 0, "text": text,
+             "offsets": list(range(1, N + 1))}]
+    (tmp_path / "segs.json").write_text(json.dumps(segs))
+    run("record", "--from-logits", d / "ref.npy", "--tokens", d / "tokens.npy", "--segments", tmp_path / "segs.json",
+        "-o", tmp_path / "g.st", rc=0)
+    run("record", "--from-logits", d / "bad.npy", "--golden", tmp_path / "g.st", "-o", tmp_path / "c.st", rc=0)
+    p = run("test", tmp_path / "g.st", tmp_path / "c.st", "--junit", tmp_path / "j.xml")
+    assert p.returncode in (0, 1, 2), p.stderr
+    assert "worst positions" in p.stdout and "\\x1b" in p.stdout, p.stdout
+    assert "\x1b" not in p.stdout and "\x07" not in p.stdout and "\x9b" not in p.stdout
