@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "eval/judge.h"
+#include "judge/judge.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {

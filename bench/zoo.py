@@ -6,7 +6,7 @@ On SmolLM2-135M and the quick corpus (3 072 positions) this records, once each (
   - the f32 golden and the f32 reference's full logits (`record --logits-out`, 604 MB, kept);
   - the floor: >= 4 runs `bf16+order=S` (equally correct implementations of the bf16 engine);
   - every zoo case: benign implementations not in the floor (other order seeds, attn=flash) and injected
-    regressions `bf16+bug:NAME=STRENGTH` (src/eval/variant.cpp kBugs).
+    regressions `bf16+bug:NAME=STRENGTH` (src/model/variant.cpp kBugs).
 For every run it computes the TRUE KL mean: full vocabulary, f64, from the engine's own logits against the
 f32 reference's (numpy here, independent of the judge), and its ratio to the floor's (mean over floor
 runs). Then it judges each case with `JUDGE test GOLDEN CASE --noise FLOOR... --json` and prints one line

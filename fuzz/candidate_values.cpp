@@ -14,8 +14,8 @@
 #include <string>
 
 #include "core/error.h"
-#include "eval/golden.h"
-#include "eval/judge.h"
+#include "golden/golden.h"
+#include "judge/judge.h"
 
 namespace {
 constexpr int kN = 32, kK = 4, kVocab = 64;

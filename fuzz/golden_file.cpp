@@ -5,8 +5,8 @@
 #include <cstdint>
 
 #include "core/error.h"
-#include "eval/golden.h"
-#include "eval/judge.h"
+#include "golden/golden.h"
+#include "judge/judge.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

@@ -5,7 +5,7 @@
 #include <span>
 
 #include "core/error.h"
-#include "eval/engine_logprobs.h"
+#include "golden/engine_logprobs.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::span<const std::uint8_t> bytes(data, size);

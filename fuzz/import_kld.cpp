@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "eval/importers.h"
+#include "golden/importers.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   // As given: exercises the header checks.

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "core/error.h"
-#include "eval/judge.h"
+#include "judge/judge.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
-#include "eval/record_model.h"
+#include "lab/record_model.h"
 #include "io/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -7,8 +7,8 @@
 #include "cli/command.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "eval/calibrate.h"
-#include "eval/judge.h"
+#include "judge/calibrate.h"
+#include "judge/judge.h"
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include "compare/spec.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "eval/cases.h"
+#include "opmode/cases.h"
 
 namespace kc::cli {
 namespace {

@@ -11,9 +11,9 @@
 
 #include "cli/command.h"
 #include "core/error.h"
-#include "eval/corpus.h"
-#include "eval/generate.h"
-#include "eval/record_model.h"
+#include "golden/corpus.h"
+#include "lab/generate.h"
+#include "lab/record_model.h"
 
 namespace {
 

@@ -1,8 +1,8 @@
-// kerncheck demo: seed 000's attention experiments end to end on SmolLM2 (eval/demo.h, docs/demo.md).
+// kerncheck demo: seed 000's attention experiments end to end on SmolLM2 (lab/demo.h, docs/demo.md).
 #include "cli/command.h"
 #include "cli/judge_flags.h"
 #include "core/error.h"
-#include "eval/demo.h"
+#include "lab/demo.h"
 
 namespace {
 

@@ -15,10 +15,10 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "eval/corpus.h"
-#include "eval/generate.h"
-#include "eval/record_model.h"
-#include "eval/variant.h"
+#include "golden/corpus.h"
+#include "lab/generate.h"
+#include "lab/record_model.h"
+#include "model/variant.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
-#include "eval/importers.h"
+#include "golden/importers.h"
 
 namespace kc::cli {
 namespace {

@@ -6,8 +6,8 @@
 #include "cli/judge_flags.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "eval/judge.h"
-#include "eval/judge_html.h"
+#include "judge/judge.h"
+#include "judge/judge_html.h"
 
 namespace {
 

@@ -9,9 +9,9 @@
 #include "cli/command.h"
 #include "cli/judge_flags.h"
 #include "core/error.h"
-#include "eval/golden.h"
-#include "eval/record_logits.h"
-#include "eval/record_model.h"
+#include "golden/golden.h"
+#include "golden/record_logits.h"
+#include "lab/record_model.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // kerncheck sweep: cut one tensor's mantissa one width at a time, record and judge each width, find the
-// knee (eval/sweep.h, docs/demo.md).
+// knee (lab/sweep.h, docs/demo.md).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -7,7 +7,7 @@
 #include "cli/judge_flags.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "eval/sweep.h"
+#include "lab/sweep.h"
 
 namespace {
 

@@ -1,11 +1,11 @@
 // kerncheck trace: per-layer relative error of a precision variant's intermediate tensors against the f32
-// reference on one prompt (src/eval/trace.h, docs/lab.md).
+// reference on one prompt (src/lab/trace.h, docs/lab.md).
 #include <cstdio>
 
 #include "cli/command.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "eval/trace.h"
+#include "lab/trace.h"
 
 namespace {
 

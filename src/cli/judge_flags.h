@@ -7,7 +7,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
-#include "eval/judge.h"
+#include "judge/judge.h"
 
 namespace kc::cli {
 

@@ -146,7 +146,7 @@ enum class AttentionKernel {
           // output accumulator, f32 row sum), as flash attention 2 and the seed's attention_row
 };
 // Injected regressions of the lab (`bug:NAME=STRENGTH`, docs/lab.md) that live inside the engine's kernels;
-// the rest live in the variant's hook (src/eval/variant.cpp). Defaults: no bug.
+// the rest live in the variant's hook (src/model/variant.cpp). Defaults: no bug.
 struct KernelBugs {
   int rope_angle_bits = 23;       // rope_tables angle_bits
   int norm_rsqrt_bits = 23;       // rmsnorm rsqrt_bits (every RMSNorm of the model)

@@ -36,7 +36,7 @@ def closing_line(stdout):
     return int(m.group(1)), int(m.group(2))
 
 
-# --- the generator, re-implemented from its specification in src/ops/random.h -----------------------
+# --- the generator, re-implemented from its specification in src/opmode/random.h -----------------------
 M64 = (1 << 64) - 1
 
 

@@ -1,5 +1,5 @@
 """`kerncheck test` reads each file once: the readers defer the checksum and row checks to the judge's pass
-(src/eval/golden.cpp SplitXxh3 / DeferredCheck, src/eval/judge.cpp accumulate). A damaged byte anywhere in
+(src/golden/golden.cpp SplitXxh3 / DeferredCheck, src/judge/judge.cpp accumulate). A damaged byte anywhere in
 the golden, the candidate or a noise run (also outside the judged --positions range) must still be refused
 with exit 3 naming the file and the checksum, and no report written; an intact pair gives the same report
 for any KC_THREADS.

@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "eval/golden.h"
+#include "golden/golden.h"
 #include "io/safetensors.h"
 
 int main(int argc, char** argv) {

@@ -1,0 +1,236 @@
+// The model-level judge (`kerncheck test`, `merge`, `calibrate`): accumulates the per-position metrics of a
+// candidate (and of the noise runs) against a golden, summarises them per split, and decides
+// PASS / FAIL / INCONCLUSIVE. The rules are in docs/judge.md; the JSON keys there too.
+#pragma once
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "golden/golden.h"
+#include "golden/record_logits.h"
+#include "metrics/accumulator.h"
+
+namespace kc {
+
+enum class Verdict { pass, fail, inconclusive };
+const char* verdict_name(Verdict v);  // "PASS", "FAIL", "INCONCLUSIVE"
+int verdict_exit_code(Verdict v);     // 0, 1, 2
+
+struct JudgeOptions {
+  double kl_factor = 2.0;               // noise mode: KL limit = kl_factor × floor
+  double kl_abs_min = 1e-6;             // … but never below this
+  double alpha = 0.05;                  // family-wise level of the per-bin flip tests (Holm over bins)
+  double backstop_margin = 1.0;         // a flip above this margin that the floor does not have fails
+  std::int64_t min_positions = 1000;    // fewer positions judged: at best INCONCLUSIVE
+  std::int64_t min_split_center = 100;  // a split needs this many positions for mean/median limits
+  std::int64_t min_split_tail = 1000;   // … and this many for p99 limits
+  std::int64_t min_uncertain = 50;      // positions with margin in (0, 1] needed to test flips
+  double min_coverage = 0.99;           // probability mass the candidate reported (partial coverage)
+  double mde_target = 1.25;             // decode / deepest depth must detect this × the floor's KL mean
+  double power = 0.95;                  // … with this power
+  bool explain = false;                 // text report: every floor test with each noise run's value
+};
+
+// Calibrated limits: statistic key (see stat_table) → largest passing value.
+struct Thresholds {
+  std::map<std::string, double> limits;
+  std::string golden_checksum;  // the golden they were calibrated on ("" = any)
+  std::string path;
+};
+Thresholds read_thresholds(const std::string& path);
+std::string thresholds_to_toml(const Thresholds& t, const std::string& comment);
+
+// One input of the judge: a candidate file or full logits turned into a candidate in memory.
+struct CandidateInput {
+  std::string path;
+  Candidate cand;                // for files
+  CandidateBuffers buffers;      // for logits (or built in memory)
+  bool in_memory = false;        // true: the arrays are `buffers`, else the file's
+  std::optional<Logits> logits;  // the logits, kept for the full-vocabulary KL
+  CandidateArrays arrays() const { return in_memory ? buffers.view() : cand.a; }
+  std::int64_t begin = 0, n = 0;  // golden positions covered
+};
+// Detects the kind from the content (kerncheck.format metadata, else logits) and checks it belongs to
+// the golden. `range` limits logits to golden positions [range.first, range.second) (default all).
+// defer: a candidate file's rows are verified by accumulate() (golden.h, DeferredCheck).
+CandidateInput open_candidate_input(const std::string& path, const Golden& golden,
+                                    std::optional<std::pair<std::int64_t, std::int64_t>> range = std::nullopt,
+                                    bool defer = false);
+
+// Accumulates positions [begin, begin + n) of the golden (candidate row 0 = golden position `begin`).
+// ref_logits (all golden positions) + candidate logits give the full-vocabulary KL.
+// Deferred checks of the golden and the candidate file (read with defer = true) are run and finished
+// here, in the same pass when the fast path applies: a damaged file throws before anything is returned.
+JudgeAccumulator accumulate(const Golden& golden, const CandidateInput& cand, const Logits* ref_logits);
+
+// ---- summaries --------------------------------------------------------------------------------------
+struct KlStats {
+  std::int64_t n = 0;
+  double mean = NAN, stderr_ = NAN, median = NAN, p90 = NAN, p99 = NAN, p999 = NAN, max = NAN;
+};
+
+struct BinCount {
+  std::uint64_t n = 0, flips = 0;
+  double rate = NAN, ci_lo = NAN, ci_hi = NAN;  // Wilson 95 %
+};
+
+struct SplitSummary {
+  std::string kind, name;  // kind: "overall" | "domain" | "depth" | "phase"; name: "prose", "2048", "decode"
+  std::int64_t n = 0, nonfinite = 0, q_other_clamped = 0;
+  KlStats kl;
+  std::uint64_t flips = 0;
+  double flip_rate = NAN;
+  std::array<BinCount, kMarginBins> bins;
+  std::uint64_t high_margin_flips = 0;  // flips with margin > 1
+  double flip_rate_uncertain = NAN;     // flips / positions with margin in (0, 1]
+  std::uint64_t n_uncertain = 0;
+  std::int64_t n_token = 0;
+  double delta_p_mean = NAN, delta_p_stderr = NAN, delta_p_rms = NAN;
+  double ppl_ref = NAN, ppl_cand = NAN, ln_ppl_ratio = NAN, ln_ppl_ratio_stderr = NAN;
+  double sigma = NAN;  // sqrt of the mean per-position variance of δ = lq − lp
+  // Coverage (1 when the candidate reported every golden id).
+  double coverage_ids = NAN, coverage_mass = NAN;
+  std::uint64_t positions_partial = 0, upper_infinite = 0;
+  double kl_upper_mean = NAN;  // NaN when some upper bound is infinite
+  KlStats full_kl;             // n = 0 unless full logits on both sides
+};
+
+struct RunSummary {
+  std::string path;
+  SplitSummary overall;
+  std::vector<SplitSummary> by_domain, by_depth, by_phase;
+  double pinsker_bound = NAN;        // sqrt(½ · mean over segments of Σ_t KL_t)
+  double pinsker_steps = NAN;        // mean scored positions per segment (the T of the bound)
+  double pinsker_max_segment = NAN;  // max over segments of sqrt(½ Σ_t KL_t)
+  double high_kl_threshold = NAN;    // KL above which a position counts as high
+  std::uint64_t high_kl = 0, high_kl_no_flip = 0;
+  double high_kl_no_flip_share = NAN;
+};
+
+RunSummary summarize(const JudgeAccumulator& acc, const std::string& path, double high_kl_threshold = NAN);
+
+// Flat statistic table (thresholds, calibration, noise ratios). Keys: "kl_mean", "kl_median", "kl_p90",
+// "kl_p99", "kl_p999", "kl_max", "flip_rate", "flip_rate_uncertain", "high_margin_flips", "delta_p_rms",
+// "nonfinite" overall, the same prefixed with "domain.NAME.", "phase.NAME." and "depth.LOWER." for splits
+// with at least min_split_center positions, and overall only "sigma", "nll_diff_mean".
+std::map<std::string, double> stat_table(const RunSummary& r, const JudgeOptions& o);
+// The KL median of the run's domain split `name`; NaN when the run has no such domain.
+double domain_median(const RunSummary& s, const std::string& name);
+// m[key], NaN when absent (a statistic of stat_table that the run lacks).
+double stat_or_nan(const std::map<std::string, double>& m, const std::string& key);
+
+// ---- verdict -----------------------------------------------------------------------------------------
+struct Finding {
+  std::string rule;   // "nonfinite" | "kl_limit" | "flip_test" | "backstop" | "threshold" | "coverage" | …
+  std::string split;  // "overall", "domain prose", "depth 2048", "phase decode", "bin (0.25,0.5]"
+  std::string statistic;  // stat_table key or descriptive name
+  double value = NAN, limit = NAN, floor = NAN;
+  double ratio = NAN;  // value / limit (> 1 fails)
+  bool failed = false;
+  std::string detail;
+};
+
+struct BinReport {
+  std::string label;
+  BinCount cand, floor;         // floor: pooled over the noise runs (n = runs × positions)
+  double p_value = NAN;         // one-sided Fisher exact, candidate rate > floor rate
+  bool rejected = false;        // after Holm over the non-tie bins
+  double expected_flips = NAN;  // Gaussian model with σ of the floor: Σ Φ(−m / (√2 σ)) over the bin
+  double expected_flips_cand_sigma = NAN;  // the same with the candidate's own σ
+};
+
+// The paired floor test of one split's KL mean (docs/judge.md, "Floor test"): the candidate is one more
+// implementation exchangeable with the noise runs under the null.
+struct FloorTest {
+  std::string split, kind, name;           // split label ("phase decode"), kind and name as in SplitSummary
+  std::string statistic = "kl_mean";
+  std::int64_t n = 0;                      // candidate positions with finite KL in the split
+  int segments = 0;                        // segments with positions in the split
+  double cand = NAN, floor_mean = NAN;     // KL mean of the candidate, mean over the noise runs
+  std::vector<double> floor_runs;          // each noise run's KL mean
+  double v_segments = NAN, v_runs = NAN;   // one run's variance: Σ_j s_j² (per segment) and s² of the means
+  double sd = NAN;                         // sqrt((1 + 1/m) · max(v_segments, v_runs))
+  double df = NAN, t = NAN, p_value = NAN; // Student t, one-sided (candidate larger)
+  double limit = NAN;                      // the value at which this test's Holm level is reached
+  bool rejected = false;                   // after Holm over the whole family (these + flip bins)
+  double mde = NAN, mde_ratio = NAN;       // minimum detectable increase (absolute; (floor + mde) / floor)
+  bool matters = false;                    // decode phase or deepest depth: must detect mde_target
+  std::vector<double> loo_t;               // each noise run tested against the others (≥ 3 runs)
+};
+
+struct WorstDetail {
+  WorstPosition w;
+  std::string segment_name, domain;
+  std::int64_t offset = 0;  // within the segment
+  std::string context;      // quoted text before the token, "" when the golden has no text
+  std::string next_text;    // the token's text
+};
+
+struct JudgeReport {
+  Verdict verdict = Verdict::inconclusive;
+  std::string mode;               // "thresholds" | "noise" | "none"
+  std::vector<Finding> findings;  // every check made, failing ones first (largest ratio first)
+  std::vector<std::string> inconclusive_reasons;
+  std::string golden_path, candidate_path, thresholds_path;
+  Provenance candidate_made_by;  // engine / variant of a candidate file (set by the caller; empty for logits)
+  std::vector<std::string> noise_paths;
+  GoldenMeta golden;
+  std::int64_t positions_judged = 0;
+  RunSummary cand;
+  std::vector<RunSummary> noise;
+  bool has_floor = false;
+  double sigma_floor = NAN;
+  std::vector<BinReport> bins;  // overall, with the floor
+  std::vector<FloorTest> floor_tests;  // noise mode with ≥ 2 distinct noise runs
+  int family_size = 0;                 // hypotheses under Holm: floor tests + flip bins tested
+  std::vector<std::string> notes;      // said in every report, never change the verdict
+  std::vector<Provenance> noise_made_by;       // set by the caller (empty entries for logits files)
+  std::vector<std::string> floor_mismatches;   // accepted with --allow-floor-mismatch (said loudly)
+  std::map<std::string, double> stats, floor_stats, noise_ratio;
+  std::vector<WorstDetail> worst;
+  std::vector<SamplePoint> sample;  // ≤ 20k, sorted by position
+  std::vector<std::string> domains;
+  JudgeOptions options;
+};
+
+// The parts of a run's provenance that a floor must share with the candidate (docs/judge.md, "Floors
+// that match"): engine, base precision (variant term bf16), KV cache dtype (kv=), logits dtype (logits=).
+// Returns "" when they match or cannot be compared (a logits file has no provenance), else a sentence
+// naming the first difference. A variant string that parse_variant refuses (a foreign engine's) is compared
+// by its kv= / logits= / bf16 terms as written.
+std::string floor_provenance_mismatch(const Provenance& cand, const Provenance& floor);
+
+// golden: the golden's metadata (segments for quoting). noise: accumulators of the noise runs.
+JudgeReport judge(const GoldenMeta& golden, const std::string& golden_path, const JudgeAccumulator& cand,
+                  const std::string& cand_path, const std::vector<JudgeAccumulator>& noise,
+                  const std::vector<std::string>& noise_paths, const Thresholds* thresholds,
+                  const JudgeOptions& opt);
+
+std::string render_text(const JudgeReport& r);
+nlohmann::json report_json(const JudgeReport& r);
+std::string render_junit(const JudgeReport& r);
+
+// ---- shards --------------------------------------------------------------------------------------------
+// A partial result (`kerncheck test --partial`): golden metadata + the accumulators of the candidate
+// and each noise run, as safetensors (metadata: JSON; tensors: the KL values).
+struct Partial {
+  GoldenMeta golden;
+  std::string golden_path, candidate_path;
+  std::vector<std::string> noise_paths;
+  JudgeAccumulator cand;
+  std::vector<JudgeAccumulator> noise;
+};
+void write_partial(const std::string& path, const Partial& p);
+// Verifies the shard's checksum (over its whole content: every count, every KL value) before any use.
+Partial read_partial(const std::string& path);
+// The same from bytes in memory (fuzzing); `verify_checksum` can be turned off only by fuzzers.
+Partial parse_partial(std::span<const std::uint8_t> bytes, const std::string& path, bool verify_checksum = true);
+// Merges shards of one comparison; refuses shards of different goldens or overlapping ranges.
+Partial merge_partials(const std::vector<Partial>& parts);
+
+}  // namespace kc

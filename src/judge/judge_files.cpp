@@ -1,0 +1,251 @@
+// Thresholds (TOML) and shard files of the judge.
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/suggest.h"
+#include "judge/judge.h"
+#include "io/safetensors.h"
+
+namespace kc {
+
+// ---- thresholds -----------------------------------------------------------------------------------------
+namespace {
+// The statistics a limit can name (stat_table in judge.cpp: keep the two in step): per split, with the
+// prefix "", "domain.NAME.", "phase.prefill." / "phase.decode." or "depth.NAME."; and run-wide ones.
+const std::vector<std::string> kSplitStats{"kl_mean", "kl_median", "kl_p90", "kl_p99", "kl_p999", "kl_max",
+                                           "flip_rate", "flip_rate_uncertain", "high_margin_flips",
+                                           "delta_p_rms", "nonfinite"};
+const std::vector<std::string> kRunStats{"sigma", "nll_diff_mean"};
+
+void check_limit_name(const std::string& path, const std::string& key) {
+  const std::string field = fmt::format("limits.\"{}\"", key);
+  const auto dot = key.rfind('.');
+  if (dot == std::string::npos) {
+    if (std::find(kSplitStats.begin(), kSplitStats.end(), key) != kSplitStats.end() ||
+        std::find(kRunStats.begin(), kRunStats.end(), key) != kRunStats.end())
+      return;
+    std::vector<std::string> all = kSplitStats;
+    all.insert(all.end(), kRunStats.begin(), kRunStats.end());
+    throw_input_error(path, field, "a statistic the judge measures (docs/judge.md)",
+                      fmt::format("unknown statistic \"{}\"{}", key, did_you_mean(key, all)));
+  }
+  const std::string stat = key.substr(dot + 1), prefix = key.substr(0, dot + 1);
+  const auto first = key.find('.');
+  const std::string kind = key.substr(0, first);
+  if ((kind != "domain" && kind != "phase" && kind != "depth") || first == dot)
+    throw_input_error(path, field, "a split prefix domain.NAME., phase.NAME. or depth.NAME. before the statistic",
+                      fmt::format("\"{}\"{}", prefix,
+                                  did_you_mean(kind, std::vector<std::string>{"domain", "phase", "depth"})));
+  if (kind == "phase" && prefix != "phase.prefill." && prefix != "phase.decode.")
+    throw_input_error(path, field, "phase.prefill. or phase.decode.", "\"" + prefix + "\"");
+  if (std::find(kSplitStats.begin(), kSplitStats.end(), stat) == kSplitStats.end())
+    throw_input_error(path, field, "a per-split statistic the judge measures (docs/judge.md)",
+                      fmt::format("unknown statistic \"{}\"{}", stat, did_you_mean(stat, kSplitStats, prefix)));
+}
+}  // namespace
+
+Thresholds read_thresholds(const std::string& path) {
+  Thresholds t;
+  t.path = path;
+  toml::table tbl;
+  const std::string text = read_text_file(path, kConfigTextCap, "a thresholds file");
+  try {
+    tbl = toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    fail("{}: not valid TOML: {} (line {})", path, e.description(), e.source().begin.line);
+  }
+  // Unknown keys are errors: a misspelt statistic would otherwise be a limit that is never checked.
+  for (auto& [key, node] : tbl)
+    if (key.str() != "kerncheck" && key.str() != "limits")
+      throw_input_error(path, fmt::format("[{}]", key.str()), "only the tables [kerncheck] and [limits]",
+                        fmt::format("unknown table \"{}\"{}", key.str(),
+                                    did_you_mean(key.str(), std::vector<std::string>{"kerncheck", "limits"})));
+  if (auto* k = tbl["kerncheck"].as_table())
+    for (auto& [key, node] : *k) {
+      static const std::vector<std::string> known{"format", "version", "golden_checksum"};
+      if (std::find(known.begin(), known.end(), key.str()) == known.end())
+        throw_input_error(path, fmt::format("kerncheck.{}", key.str()), "format, version or golden_checksum",
+                          fmt::format("unknown key \"{}\"{}", key.str(), did_you_mean(key.str(), known)));
+    }
+  auto* kc_tbl = tbl["kerncheck"].as_table();
+  if (!kc_tbl) throw_input_error(path, "[kerncheck]", "a table with format = \"thresholds\"", "nothing");
+  auto fmt_v = (*kc_tbl)["format"].value<std::string>();
+  if (!fmt_v || *fmt_v != "thresholds")
+    throw_input_error(path, "kerncheck.format", "\"thresholds\"", fmt_v ? "\"" + *fmt_v + "\"" : "nothing");
+  auto ver = (*kc_tbl)["version"].value<std::int64_t>();
+  if (!ver || *ver != 1)
+    throw_input_error(path, "kerncheck.version", "1", ver ? std::to_string(*ver) : "nothing");
+  if (auto g = (*kc_tbl)["golden_checksum"].value<std::string>()) t.golden_checksum = *g;
+  auto* lim = tbl["limits"].as_table();
+  if (!lim) throw_input_error(path, "[limits]", "a table of statistic = limit", "nothing");
+  for (auto& [key, node] : *lim) {
+    check_limit_name(path, std::string(key.str()));
+    auto v = node.value<double>();
+    if (!v || std::isnan(*v))
+      throw_input_error(path, fmt::format("limits.\"{}\"", key.str()), "a number", "something else");
+    t.limits[std::string(key.str())] = *v;
+  }
+  return t;
+}
+
+std::string thresholds_to_toml(const Thresholds& t, const std::string& comment) {
+  std::ostringstream o;
+  std::istringstream c(comment);
+  for (std::string line; std::getline(c, line);) o << "# " << line << "\n";
+  o << "[kerncheck]\nformat = \"thresholds\"\nversion = 1\n";
+  o << "golden_checksum = \"" << t.golden_checksum << "\"\n\n[limits]\n";
+  for (auto& [k, v] : t.limits) o << "\"" << k << "\" = " << fmt::format("{:.17g}", v) << "\n";
+  return o.str();
+}
+
+// ---- shards ----------------------------------------------------------------------------------------------
+namespace {
+using nlohmann::json;
+
+json golden_meta_json(const GoldenMeta& m) {
+  return {{"k", m.k},
+          {"vocab", m.vocab},
+          {"n", m.n},
+          {"model", m.identity.model},
+          {"tokenizer", m.identity.tokenizer},
+          {"corpus", m.identity.corpus},
+          {"engine", m.made_by.engine},
+          {"variant", m.made_by.variant},
+          {"command_line", m.made_by.command_line},
+          {"segments", segments_to_json(m.segments)},
+          {"checksum", m.checksum}};
+}
+
+GoldenMeta golden_meta_from(const json& j, const std::string& file) {
+  GoldenMeta m;
+  m.k = j.at("k");
+  m.vocab = j.at("vocab");
+  m.n = j.at("n");
+  m.identity = {j.at("model"), j.at("tokenizer"), j.at("corpus")};
+  m.made_by = {j.at("engine"), j.at("variant"), j.at("command_line")};
+  m.segments = segments_from_json(j.at("segments").get<std::string>(), file, m.n);
+  m.checksum = j.at("checksum");
+  return m;
+}
+
+Tensor f32_tensor(const std::vector<float>& v, const char* name) {
+  Tensor t;
+  t.dtype = DType::float32;
+  t.shape = {static_cast<std::int64_t>(v.size())};
+  t.bytes = {reinterpret_cast<const std::uint8_t*>(v.data()), v.size() * 4};
+  t.origin = name;
+  return t;
+}
+
+std::vector<float> read_f32(const SafetensorsFile& f, const std::string& name) {
+  if (!f.contains(name)) return {};
+  Tensor t = f.tensor(name);
+  if (t.dtype != DType::float32 || t.shape.size() != 1)
+    throw_input_error(f.path(), "tensor " + name, "a 1-D F32 tensor", t.shape_str());
+  std::vector<float> v(t.numel());
+  std::memcpy(v.data(), t.bytes.data(), v.size() * 4);
+  return v;
+}
+}  // namespace
+
+void write_partial(const std::string& path, const Partial& p) {
+  std::map<std::string, std::string> md;
+  md["kerncheck.format"] = "partial";
+  md["kerncheck.version"] = kFormatVersion;
+  md["golden"] = golden_meta_json(p.golden).dump();
+  md["golden_path"] = p.golden_path;
+  md["candidate_path"] = p.candidate_path;
+  md["noise_paths"] = json(p.noise_paths).dump();
+  std::vector<std::vector<float>> store;
+  std::vector<const JudgeAccumulator*> runs{&p.cand};
+  for (auto& n : p.noise) runs.push_back(&n);
+  store.reserve(runs.size() * 2);
+  std::vector<NamedTensor> tensors;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    md[fmt::format("run{}", r)] = runs[r]->to_json().dump();
+    for (int which = 0; which < 2; ++which) {
+      store.push_back(runs[r]->all_values(which));
+      if (store.back().empty()) continue;
+      std::string name = fmt::format("run{}.{}", r, which ? "full_kl" : "kl");
+      tensors.push_back({name, f32_tensor(store.back(), "partial")});
+    }
+  }
+  // Sealed: a shard's counts decide merge's verdict, so every byte of it is checked on read.
+  write_sealed_safetensors(path, tensors, std::move(md));
+}
+
+Partial read_partial(const std::string& path) {
+  auto file = MappedFile::open(path);
+  return parse_partial(file->bytes(), path, true);
+}
+
+Partial parse_partial(std::span<const std::uint8_t> bytes, const std::string& path, bool verify_checksum) {
+  SafetensorsFile f = SafetensorsFile::parse(bytes, path, nullptr);
+  const auto& md = f.metadata();
+  auto get = [&](const std::string& key) {
+    auto it = md.find(key);
+    if (it == md.end()) throw_input_error(path, "metadata " + key, "present (a kerncheck shard)", "nothing");
+    return it->second;
+  };
+  if (get("kerncheck.format") != "partial")
+    throw_input_error(path, "metadata kerncheck.format", "\"partial\"",
+                      "\"" + get("kerncheck.format").substr(0, 40) + "\"");
+  if (get("kerncheck.version") != kFormatVersion)
+    throw_input_error(path, "metadata kerncheck.version", fmt::format("\"{}\"", kFormatVersion),
+                      "\"" + get("kerncheck.version").substr(0, 40) +
+                          (get("kerncheck.version") == "1"
+                               ? "\" (written by an older kerncheck, without a checksum: rerun test --partial)"
+                               : "\""));
+  if (verify_checksum) verify_sealed(f);  // before any count is used
+  Partial p;
+  try {
+    p.golden = golden_meta_from(json::parse(get("golden")), path);
+    p.golden_path = get("golden_path");
+    p.candidate_path = get("candidate_path");
+    p.noise_paths = json::parse(get("noise_paths")).get<std::vector<std::string>>();
+  } catch (const json::exception& e) {
+    fail("{}: metadata: malformed shard ({})", path, e.what());
+  }
+  for (std::size_t r = 0; r <= p.noise_paths.size(); ++r) {
+    json j;
+    try {
+      j = json::parse(get(fmt::format("run{}", r)));
+    } catch (const json::exception& e) {
+      fail("{}: metadata run{}: not valid JSON", path, r);
+    }
+    JudgeAccumulator a = JudgeAccumulator::from_json(j, path);
+    a.set_values(0, read_f32(f, fmt::format("run{}.kl", r)), path);
+    a.set_values(1, read_f32(f, fmt::format("run{}.full_kl", r)), path);
+    if (r == 0)
+      p.cand = std::move(a);
+    else
+      p.noise.push_back(std::move(a));
+  }
+  return p;
+}
+
+Partial merge_partials(const std::vector<Partial>& parts) {
+  if (parts.empty()) fail("merge: no shards given");
+  Partial m = parts[0];
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    const Partial& p = parts[i];
+    if (p.golden.checksum != m.golden.checksum)
+      fail("merge: shard {} was judged against golden {} but shard 1 against {}", i + 1, p.golden.checksum,
+           m.golden.checksum);
+    if (p.noise.size() != m.noise.size())
+      fail("merge: shard {} has {} noise runs, shard 1 has {}", i + 1, p.noise.size(), m.noise.size());
+    m.cand.merge(p.cand);
+    for (std::size_t r = 0; r < p.noise.size(); ++r) m.noise[r].merge(p.noise[r]);
+    if (p.candidate_path != m.candidate_path) m.candidate_path += ", " + p.candidate_path;
+  }
+  return m;
+}
+
+}  // namespace kc

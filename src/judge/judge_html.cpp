@@ -1,0 +1,391 @@
+// `kerncheck test --html`: one self-contained page (inline CSS and SVG, no script, no external resource).
+#include "judge/judge_html.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>  // before judge.h, whose headers use NAN
+
+#include "judge/svg_plot.h"
+
+namespace kc {
+
+namespace {
+
+using svg::escape;
+
+// KL of 0 (identical rows) cannot sit on a log axis: drawn at this floor, and said so in the caption.
+constexpr double kKlPlotFloor = 1e-10;
+// Points of the scatter: every flip of the sample, and at most this many positions without a flip.
+constexpr std::size_t kMaxPlainPoints = 8000;
+
+std::string num(double v) {
+  if (std::isnan(v)) return "–";
+  if (std::isinf(v)) return v > 0 ? "∞" : "−∞";
+  return fmt::format("{:.4g}", v);
+}
+std::string pct(double v) { return std::isnan(v) ? "–" : fmt::format("{:.3g}%", 100 * v); }
+
+const char* verdict_color(Verdict v) {
+  switch (v) {
+    case Verdict::pass:
+      return "#1a7f37";
+    case Verdict::fail:
+      return "#cf222e";
+    default:
+      return "#9a6700";
+  }
+}
+
+std::string domain_name(const JudgeReport& r, std::uint8_t d) {
+  return d < r.domains.size() ? r.domains[d] : fmt::format("domain {}", d);
+}
+
+// ---- plots -------------------------------------------------------------------------------------------
+
+std::string plot_kl_cdf(const JudgeReport& r) {
+  svg::Plot p;
+  p.id = "kl-cdf";
+  p.title = "Per-position KL, cumulative distribution by domain";
+  p.x = {"KL(P‖Q) over top-k + other (log scale)", svg::Scale::log10};
+  p.y = {"fraction of positions ≤ KL", svg::Scale::linear, 0, 1};
+  std::vector<std::vector<double>> by_domain(std::max<std::size_t>(r.domains.size(), 1));
+  for (const SamplePoint& s : r.sample) {
+    if (s.domain >= by_domain.size()) by_domain.resize(s.domain + 1);
+    if (std::isfinite(s.kl)) by_domain[s.domain].push_back(std::max<double>(s.kl, kKlPlotFloor));
+  }
+  for (std::size_t d = 0; d < by_domain.size(); ++d) {
+    auto& v = by_domain[d];
+    if (v.empty()) continue;
+    std::sort(v.begin(), v.end());
+    svg::Series se;
+    se.name = fmt::format("{} (n={})", domain_name(r, static_cast<std::uint8_t>(d)), v.size());
+    se.mark = svg::Mark::step;
+    se.css_class = "cdf";
+    // At most ~400 vertices per curve: the quantiles at evenly spaced fractions.
+    std::size_t steps = std::min<std::size_t>(v.size(), 400);
+    se.x.push_back(v.front());
+    se.y.push_back(0);
+    for (std::size_t i = 1; i <= steps; ++i) {
+      std::size_t idx = (i * v.size()) / steps - 1;
+      se.x.push_back(v[idx]);
+      se.y.push_back(static_cast<double>(idx + 1) / static_cast<double>(v.size()));
+    }
+    p.series.push_back(std::move(se));
+  }
+  return svg::render(p);
+}
+
+std::string plot_kl_margin(const JudgeReport& r, std::size_t& n_flips_drawn, std::size_t& n_plain_drawn) {
+  svg::Plot p;
+  p.id = "kl-margin";
+  p.title = "KL vs reference margin (top-1 − top-2 log-prob); flips in orange";
+  p.x = {"margin (linear to 1, log above on grey)", svg::Scale::margin};
+  p.y = {"KL (log scale)", svg::Scale::log10};
+  p.width = 620;
+  p.height = 380;
+  svg::Series plain, flips;
+  plain.mark = flips.mark = svg::Mark::points;
+  plain.name = "no flip";
+  plain.color = "#0072B2";
+  plain.css_class = "point";
+  plain.radius = 1.6;
+  flips.name = "flip";
+  flips.color = "#E69F00";
+  flips.css_class = "flip";
+  flips.radius = 3.0;
+  for (const SamplePoint& s : r.sample) {  // the sample is in hash order: a uniform random subset
+    double kl = std::isfinite(s.kl) ? std::max<double>(s.kl, kKlPlotFloor) : NAN;
+    if (s.flip) {
+      flips.x.push_back(s.margin);
+      flips.y.push_back(std::isfinite(kl) ? kl : kKlPlotFloor);
+      flips.titles.push_back(
+          fmt::format("position {} depth {} margin {} KL {}", s.position, s.depth, num(s.margin), num(s.kl)));
+    } else if (plain.x.size() < kMaxPlainPoints && std::isfinite(kl)) {
+      plain.x.push_back(s.margin);
+      plain.y.push_back(kl);
+    }
+  }
+  n_flips_drawn = flips.x.size();
+  n_plain_drawn = plain.x.size();
+  p.series.push_back(std::move(plain));
+  p.series.push_back(std::move(flips));
+  return svg::render(p);
+}
+
+std::string plot_flip_bins(const JudgeReport& r) {
+  svg::Plot p;
+  p.id = "flip-bins";
+  p.title = "Flip rate by margin bin (95 % Wilson intervals)";
+  p.x = {"reference margin bin", svg::Scale::linear};
+  p.y = {"flip rate", svg::Scale::linear};
+  p.width = 620;
+  svg::Series cand, floor;
+  cand.name = "candidate";
+  cand.mark = svg::Mark::bars;
+  cand.color = "#0072B2";
+  cand.css_class = "bin-cand";
+  cand.bar_offset = r.has_floor ? -0.5 : 0;
+  floor.name = "noise floor";
+  floor.mark = svg::Mark::bars;
+  floor.color = "#999999";
+  floor.css_class = "bin-floor";
+  floor.bar_offset = 0.5;
+  for (std::size_t b = 0; b < r.bins.size(); ++b) {
+    const BinReport& br = r.bins[b];
+    p.x_categories.push_back(br.label + (br.rejected ? " *" : ""));
+    auto put = [&](svg::Series& s, const BinCount& c) {
+      s.x.push_back(static_cast<double>(b));
+      s.y.push_back(c.n ? c.rate : NAN);
+      s.y_lo.push_back(c.n ? c.ci_lo : NAN);
+      s.y_hi.push_back(c.n ? c.ci_hi : NAN);
+      s.titles.push_back(fmt::format("{}: {} flips of {}", br.label, c.flips, c.n));
+    };
+    put(cand, br.cand);
+    put(floor, br.floor);
+  }
+  p.series.push_back(std::move(cand));
+  if (r.has_floor) p.series.push_back(std::move(floor));
+  return svg::render(p);
+}
+
+std::string plot_kl_depth(const JudgeReport& r) {
+  svg::Plot p;
+  p.id = "kl-depth";
+  p.title = "KL by context depth (median and p99)";
+  p.x = {"context depth (tokens, bucket lower edge, log scale)", svg::Scale::log10};
+  p.y = {"KL (log scale)", svg::Scale::log10};
+  auto add = [&](const std::vector<SplitSummary>& splits, const std::string& who, bool dashed,
+                 const std::string& color) {
+    svg::Series med, p99;
+    med.name = who + " median";
+    p99.name = who + " p99";
+    med.color = p99.color = color;
+    med.dashed = dashed;
+    p99.dashed = true;
+    med.css_class = p99.css_class = "depth-line";
+    for (const SplitSummary& s : splits) {
+      double x = std::atof(s.name.c_str());
+      if (x <= 0) x = 1;  // depth bucket 0 on the log axis
+      med.x.push_back(x);
+      med.y.push_back(std::max(s.kl.median, kKlPlotFloor));
+      p99.x.push_back(x);
+      p99.y.push_back(std::max(s.kl.p99, kKlPlotFloor));
+    }
+    if (!med.x.empty()) {
+      p.series.push_back(std::move(med));
+      p.series.push_back(std::move(p99));
+    }
+  };
+  add(r.cand.by_depth, "candidate", false, "#0072B2");
+  if (!r.noise.empty()) add(r.noise.front().by_depth, "floor", true, "#777777");
+  return svg::render(p);
+}
+
+// ---- tables ------------------------------------------------------------------------------------------
+
+std::string row(std::initializer_list<std::string> cells, bool head = false) {
+  std::string s = "<tr>";
+  for (auto& c : cells) s += fmt::format("<{0}>{1}</{0}>", head ? "th" : "td", c);
+  return s + "</tr>\n";
+}
+
+std::string summary_table(const JudgeReport& r) {
+  const SplitSummary& o = r.cand.overall;
+  const SplitSummary* f = r.noise.empty() ? nullptr : &r.noise.front().overall;
+  auto ratio = [&](const std::string& key) {
+    auto it = r.noise_ratio.find(key);
+    return it == r.noise_ratio.end() ? std::string("–") : num(it->second) + "×";
+  };
+  std::string s = "<table class=\"summary\">\n";
+  s += row({"statistic", "candidate", r.has_floor ? "noise floor" : "", r.has_floor ? "ratio to floor" : ""},
+           true);
+  auto line = [&](const std::string& name, const std::string& c, const std::string& fl,
+                  const std::string& key) {
+    s += row({escape(name), c, f ? fl : "", r.has_floor ? ratio(key) : ""});
+  };
+  line("KL mean ± stderr", num(o.kl.mean) + " ± " + num(o.kl.stderr_),
+       f ? num(f->kl.mean) + " ± " + num(f->kl.stderr_) : "", "kl_mean");
+  line("KL median", num(o.kl.median), f ? num(f->kl.median) : "", "kl_median");
+  line("KL p90", num(o.kl.p90), f ? num(f->kl.p90) : "", "kl_p90");
+  line("KL p99", num(o.kl.p99), f ? num(f->kl.p99) : "", "kl_p99");
+  line("KL p99.9", num(o.kl.p999), f ? num(f->kl.p999) : "", "kl_p999");
+  line("KL max", num(o.kl.max), f ? num(f->kl.max) : "", "kl_max");
+  line("flips", fmt::format("{} ({})", o.flips, pct(o.flip_rate)),
+       f ? fmt::format("{} ({})", f->flips, pct(f->flip_rate)) : "", "flip_rate");
+  line("flip rate, margin in (0, 1]", pct(o.flip_rate_uncertain), f ? pct(f->flip_rate_uncertain) : "",
+       "flip_rate_uncertain");
+  line("flips above margin 1 (backstop)", std::to_string(o.high_margin_flips),
+       f ? std::to_string(f->high_margin_flips) : "", "high_margin_flips");
+  line("Δp of the corpus token, RMS", num(o.delta_p_rms), f ? num(f->delta_p_rms) : "", "delta_p_rms");
+  line("perplexity ref → cand", num(o.ppl_ref) + " → " + num(o.ppl_cand),
+       f ? num(f->ppl_ref) + " → " + num(f->ppl_cand) : "", "nll_diff_mean");
+  line("σ of logit error (√ mean var δ)", num(o.sigma), num(r.sigma_floor), "sigma");
+  line("non-finite positions", std::to_string(o.nonfinite), f ? std::to_string(f->nonfinite) : "",
+       "nonfinite");
+  s += "</table>\n";
+  s += "<table class=\"extra\">\n";
+  s += row({"Pinsker bound |ΔAcc| ≤ √(½ Σ KL)",
+            fmt::format("{} (T = {} steps per segment; loose, not a threshold)", num(r.cand.pinsker_bound),
+                        num(r.cand.pinsker_steps))});
+  s += row({"high-KL positions without a flip",
+            fmt::format("{} of {} ({}), KL > {}", r.cand.high_kl_no_flip, r.cand.high_kl,
+                        pct(r.cand.high_kl_no_flip_share), num(r.cand.high_kl_threshold))});
+  if (!std::isnan(o.coverage_ids) && o.coverage_ids < 1)
+    s += row({"coverage (engine top-K')",
+              fmt::format("ids {}, probability mass {}, {} positions partial; KL in [{}, {}]",
+                          pct(o.coverage_ids), pct(o.coverage_mass), o.positions_partial, num(o.kl.mean),
+                          std::isnan(o.kl_upper_mean) ? std::string("∞") : num(o.kl_upper_mean))});
+  if (o.full_kl.n)
+    s += row({"full-vocabulary KL mean / p99", num(o.full_kl.mean) + " / " + num(o.full_kl.p99)});
+  s += "</table>\n";
+  return s;
+}
+
+std::string findings_table(const JudgeReport& r) {
+  std::string s = "<table class=\"findings\">\n";
+  s += row({"", "rule", "split", "statistic", "value", "limit", "floor", "ratio", "detail"}, true);
+  for (const Finding& f : r.findings)
+    s += fmt::format("<tr class=\"{}\">", f.failed ? "failed" : "ok") +
+         fmt::format(
+             "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
+             "td><td>{}</td>",
+             f.failed ? "✗" : "✓", escape(f.rule), escape(f.split), escape(f.statistic), num(f.value),
+             num(f.limit), num(f.floor), num(f.ratio), escape(f.detail)) +
+         "</tr>\n";
+  return s + "</table>\n";
+}
+
+std::string bins_table(const JudgeReport& r) {
+  std::string s = "<table class=\"bins\">\n";
+  s += row({"margin bin", "positions", "flips", "rate [95 % CI]", "floor rate [95 % CI]",
+            "p (Fisher, one-sided)", "significant (Holm)", "expected flips (Gaussian, floor σ)"},
+           true);
+  auto rate = [](const BinCount& c) {
+    return c.n ? fmt::format("{} [{}, {}]", pct(c.rate), pct(c.ci_lo), pct(c.ci_hi)) : std::string("–");
+  };
+  for (const BinReport& b : r.bins)
+    s += row({escape(b.label), std::to_string(b.cand.n), std::to_string(b.cand.flips), rate(b.cand),
+              r.has_floor ? rate(b.floor) : "–", num(b.p_value), b.rejected ? "yes" : "no",
+              num(b.expected_flips)});
+  return s + "</table>\n";
+}
+
+std::string splits_table(const JudgeReport& r) {
+  std::string s = "<table class=\"splits\">\n";
+  s += row({"split", "positions", "KL mean", "median", "p99", "max", "flips", "flip rate (0,1]"}, true);
+  auto add = [&](const std::vector<SplitSummary>& v) {
+    for (const SplitSummary& x : v)
+      s += row({escape(x.kind + " " + x.name), std::to_string(x.n), num(x.kl.mean), num(x.kl.median),
+                num(x.kl.p99), num(x.kl.max), std::to_string(x.flips), pct(x.flip_rate_uncertain)});
+  };
+  add(r.cand.by_domain);
+  add(r.cand.by_phase);
+  add(r.cand.by_depth);
+  return s + "</table>\n";
+}
+
+std::string worst_table(const JudgeReport& r) {
+  if (r.worst.empty()) return "";
+  std::string s = "<h2>Worst positions</h2>\n<table class=\"worst\">\n";
+  s += row({"position", "segment", "KL", "margin", "flip", "reference top-3 (id: log p)", "candidate top-3",
+            "context → next"},
+           true);
+  for (const WorstDetail& w : r.worst) {
+    auto top3 = [](const std::array<std::int32_t, 3>& ids, const std::array<float, 3>& lp) {
+      std::string t;
+      for (int i = 0; i < 3; ++i)
+        if (ids[i] >= 0) t += fmt::format("{}{}: {}", t.empty() ? "" : ", ", ids[i], num(lp[i]));
+      return t;
+    };
+    std::string ctx =
+        w.context.empty() ? "" : "…" + escape(w.context) + " <b>→ " + escape(w.next_text) + "</b>";
+    s += row({std::to_string(w.w.position), escape(w.segment_name + " +" + std::to_string(w.offset)),
+              num(w.w.kl), num(w.w.margin), w.w.flip ? "yes" : "", top3(w.w.ref_ids, w.w.ref_logprobs),
+              top3(w.w.cand_ids, w.w.cand_logprobs), "<code>" + ctx + "</code>"});
+  }
+  return s + "</table>\n";
+}
+
+const char* kCss = R"(
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1320px;color:#1f2328;
+font-size:14px;line-height:1.4}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:26px 0 8px;border-bottom:1px solid #d0d7de}
+.verdict{display:inline-block;padding:2px 12px;border-radius:6px;color:#fff;font-weight:bold}
+.meta{color:#57606a;font-size:12px}.decided{font-size:15px;margin:10px 0;padding:8px 12px;background:#f6f8fa;
+border-left:4px solid #888}
+table{border-collapse:collapse;margin:6px 0;font-size:13px}td,th{border:1px solid #d0d7de;padding:3px 8px;
+text-align:right;vertical-align:top}th{background:#f6f8fa}td:first-child,th:first-child{text-align:left}
+tr.failed td{background:#ffebe9}.plots{display:flex;flex-wrap:wrap;gap:14px}
+.plots figure{margin:0;border:1px solid #d0d7de;padding:6px}figcaption{font-size:12px;color:#57606a;max-width:620px}
+code{font-size:12px;white-space:pre-wrap}
+)";
+
+}  // namespace
+
+std::string render_judge_html(const JudgeReport& r) {
+  std::string h;
+  h += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
+  h += fmt::format("<title>kerncheck test: {} — {}</title>\n", verdict_name(r.verdict),
+                   escape(r.candidate_path));
+  h += fmt::format("<style>{}</style></head><body>\n", kCss);
+  h += fmt::format("<h1>kerncheck test <span class=\"verdict\" style=\"background:{}\">{}</span></h1>\n",
+                   verdict_color(r.verdict), verdict_name(r.verdict));
+  h += fmt::format(
+      "<div class=\"meta\">candidate {} · golden {} (k = {}, vocab {}, {} positions, checksum {}) · "
+      "{} positions judged · mode {}{}</div>\n",
+      escape(r.candidate_path), escape(r.golden_path), r.golden.k, r.golden.vocab, r.golden.n,
+      escape(r.golden.checksum), r.positions_judged, escape(r.mode),
+      r.noise_paths.empty() ? ""
+                            : " · noise runs: " + escape(fmt::format("{}", fmt::join(r.noise_paths, ", "))));
+  // The deciding statistic: the first finding (failing ones come first, largest ratio first).
+  if (!r.findings.empty()) {
+    const Finding& f = r.findings.front();
+    h += fmt::format(
+        "<div class=\"decided\" id=\"decided-by\">{} by <b>{}</b> — {} {}: {} vs limit {} (ratio "
+        "{}{}){}</div>\n",
+        f.failed ? "Failed" : "Closest to its limit", escape(f.rule), escape(f.split), escape(f.statistic),
+        num(f.value), num(f.limit), num(f.ratio), std::isnan(f.floor) ? "" : ", floor " + num(f.floor),
+        f.detail.empty() ? "" : ". " + escape(f.detail));
+  }
+  if (!r.inconclusive_reasons.empty()) {
+    h += "<ul class=\"inconclusive\">";
+    for (auto& s : r.inconclusive_reasons) h += "<li>" + escape(s) + "</li>";
+    h += "</ul>\n";
+  }
+  h += "<h2>Summary</h2>\n" + summary_table(r);
+  std::size_t n_flips = 0, n_plain = 0;
+  std::string scatter = plot_kl_margin(r, n_flips, n_plain);
+  h += "<h2>Plots</h2>\n<div class=\"plots\">\n";
+  h +=
+      "<figure>" + plot_kl_cdf(r) +
+      fmt::format(
+          "<figcaption>From a uniform sample of {} positions. KL = 0 is drawn at {}.</figcaption></figure>\n",
+          r.sample.size(), num(kKlPlotFloor));
+  h += "<figure>" + scatter +
+       fmt::format(
+           "<figcaption>{} flipped positions (all flips of the sample) and {} positions without a flip. A "
+           "flip "
+           "above margin 1 is unlikely under noise (P ≤ exp(−m²/4σ²)).</figcaption></figure>\n",
+           n_flips, n_plain);
+  h += "<figure>" + plot_flip_bins(r) +
+       "<figcaption>* = flip rate above the noise floor's (one-sided Fisher exact test, Holm-corrected over "
+       "the "
+       "bins). Margin 0 is a tie: its flips are only how the tie was broken.</figcaption></figure>\n";
+  h += "<figure>" + plot_kl_depth(r) +
+       "<figcaption>Error that grows with context (attention) rises to the right; dashed grey: the noise "
+       "floor."
+       "</figcaption></figure>\n";
+  h += "</div>\n";
+  h += "<h2>Flip rate by margin</h2>\n" + bins_table(r);
+  h += "<h2>Checks</h2>\n" + findings_table(r);
+  h += "<h2>Splits</h2>\n" + splits_table(r);
+  h += worst_table(r);
+  h += "<p class=\"meta\">Made by kerncheck. KL is over the reference's top-k plus one \"other\" bucket "
+       "(SPEC §2); "
+       "perplexity is shown as a contrast, it cannot rank precision variants.</p>\n";
+  h += "</body></html>\n";
+  return h;
+}
+
+}  // namespace kc

@@ -1,0 +1,58 @@
+// Golden and candidate files recorded with kerncheck's f32 engine (any CausalLM) over a corpus
+// (docs/corpus.md). Per segment: one prefill of the first depth − decode_last tokens (those positions are
+// phase prefill; with prefill_block = N fed in calls of N tokens), then the last decode_last tokens decoded
+// one at a time through the KV cache (phase decode); each row goes through record_logits' top-k /
+// log-softmax code. The engine runs the precision variant `variant` (model/variant.h, docs/lab.md; empty =
+// the f32 reference); its canonical form goes into the file's `variant` metadata.
+//
+// Resumable: finished segments are checkpointed under OUT.partial/ (one file per segment, written
+// atomically, plus a manifest naming the command line, model, corpus/golden); a rerun with the same
+// inputs reuses them and the final file is byte-for-byte what an uninterrupted run writes.
+// KC_RECORD_STOP_AFTER=N stops after N segments computed in this run (exit 3, "interrupted": tests).
+// A golden recorded with a variant other than the reference is allowed; its metadata says so
+// (kerncheck.golden_reference) and a note goes to stderr.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "golden/golden.h"
+#include "io/safetensors.h"
+
+namespace kc {
+
+struct RecordModelOptions {
+  std::string model, tokenizer;   // tokenizer: default the model's (GGUF metadata, folder/tokenizer.json)
+  std::string corpus, golden;     // golden mode: corpus; candidate mode: golden
+  std::string out, command_line;
+  std::string variant;             // model/variant.h syntax; "" or "f32" = the reference
+  int k = 20;
+  int prefill_block = 0;           // 0: one prefill call per segment; N: calls of N tokens (metadata
+                                   // kerncheck.prefill_block; a hybrid stores its state between blocks)
+  bool allow_other_model = false;  // candidate mode: accept a model whose identity differs from the golden's
+  std::string logits_out;          // candidate mode: also write every position's full logits, f32 [N, vocab]
+                                   // .npy in golden order (true full-vocabulary KL, bench/zoo.py); no reuse
+                                   // of checkpoints then
+};
+
+// "model-xxh3:<hex>" over the model file (GGUF) or the checkpoint's config.json and *.safetensors.
+std::string model_identity(const std::string& path);
+
+// Where a model's tokenizer comes from: `tokenizer` if given, else the GGUF itself (its metadata) or the
+// checkpoint folder (its tokenizer.json). Throws kc::Error naming the model when there is none.
+std::string tokenizer_source(const std::string& model, const std::string& tokenizer = "");
+
+// True when the model will be read as a GGUF file (magic "GGUF"), false for an HF folder.
+bool is_gguf_model(const std::string& path);
+
+// Checkpoints (docs/golden-format.md "Record checkpoints"): throws kc::Error unless `f` is sealed (its
+// checksum is verified unless a fuzzer turns it off) and is segment `segment` of the run `key`.
+void check_checkpoint(const SafetensorsFile& f, const std::string& key, std::int32_t segment,
+                      bool verify_checksum = true);
+// The rows of a checked checkpoint of n positions; false when its tensors are not those of n rows of k.
+bool golden_checkpoint_rows(const SafetensorsFile& f, std::size_t n, std::size_t k, GoldenBuffers& g);
+bool candidate_checkpoint_rows(const SafetensorsFile& f, std::size_t n, std::size_t k, CandidateBuffers& c);
+
+void record_golden_with_model(const RecordModelOptions& o);
+void record_candidate_with_model(const RecordModelOptions& o);
+
+}  // namespace kc
