@@ -1,20 +1,28 @@
 #!/usr/bin/env python3
-"""Compares two demo summary.json files apart from times and paths (the fields that differ between machines
-by nature): prints every other difference and exits 1 if there is one, 0 if they agree.
-  python3 scripts/summary_diff.py A/summary.json B/summary.json"""
+"""Compares two demo outputs apart from times and paths (the fields that differ between machines by nature):
+prints every other difference and exits 1 if there is one, 0 if they agree.
+  python3 scripts/summary_diff.py A/summary.json B/summary.json   two summaries
+  python3 scripts/summary_diff.py DEMO_A DEMO_B                   two demo folders: summary.json and every
+                                                                  file in reports/ (JSON by field, the rest
+                                                                  byte for byte), each folder's own path
+                                                                  replaced by <out> first"""
 import json
+import os
+import re
 import sys
 
 # Times and the paths of the model and the output folder; everything else must agree byte for byte.
 IGNORED = {"total_seconds", "record_seconds", "record_seconds_golden", "sweep_record_seconds", "model", "golden",
            "candidate"}
+# In the judge's reports the paths are kept (with <out> in place of the folder), only times are dropped.
+TIMES = re.compile(r"seconds|elapsed|wall")
 
 
-def strip(x):
+def strip(x, ignored):
     if isinstance(x, dict):
-        return {k: strip(v) for k, v in x.items() if k not in IGNORED}
+        return {k: strip(v, ignored) for k, v in x.items() if k not in ignored and not TIMES.search(k)}
     if isinstance(x, list):
-        return [strip(v) for v in x]
+        return [strip(v, ignored) for v in x]
     return x
 
 
@@ -29,10 +37,33 @@ def diff(a, b, where, out):
         out.append(f"{where}: {json.dumps(a)[:100]} != {json.dumps(b)[:100]}")
 
 
+def load(path, folder=None):
+    text = open(path, encoding="utf-8", errors="surrogateescape").read()
+    if folder:
+        text = text.replace(json.dumps(os.path.abspath(folder))[1:-1], "<out>")
+    return text
+
+
+def main(a, b):
+    out = []
+    if os.path.isdir(a) and os.path.isdir(b):
+        diff(strip(json.loads(load(f"{a}/summary.json", a)), IGNORED),
+             strip(json.loads(load(f"{b}/summary.json", b)), IGNORED), "summary", out)
+        ra, rb = (sorted(os.listdir(f"{d}/reports")) for d in (a, b))
+        if ra != rb:
+            out.append(f"reports/: {ra} != {rb}")
+        for name in sorted(set(ra) & set(rb)):
+            x, y = load(f"{a}/reports/{name}", a), load(f"{b}/reports/{name}", b)
+            if name.endswith(".json"):
+                diff(strip(json.loads(x), set()), strip(json.loads(y), set()), f"reports/{name}", out)
+            elif x != y:
+                out.append(f"reports/{name}: differs")
+    else:
+        diff(strip(json.load(open(a)), IGNORED), strip(json.load(open(b)), IGNORED), "summary", out)
+    print("\n".join(out) if out else "identical apart from times and paths")
+    return 1 if out else 0
+
+
 if len(sys.argv) != 3:
     sys.exit(__doc__)
-a, b = (strip(json.load(open(p))) for p in sys.argv[1:])
-out = []
-diff(a, b, "summary", out)
-print("\n".join(out) if out else "identical apart from times and paths")
-sys.exit(1 if out else 0)
+sys.exit(main(*sys.argv[1:]))

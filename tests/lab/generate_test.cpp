@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "model/causal_lm.h"
-#include "test_tokenizer.h"
+#include "../golden/test_tokenizer.h"
 
 namespace kc {
 namespace {
