@@ -315,9 +315,14 @@ void check_rows(std::int64_t n, const Fast& all_ok,
     if (f.first >= 0) throw Error(f.second);
 }
 
-std::string checksum_mismatch_got(const std::string& stored) {
-  return stored.empty() ? "nothing"
-                        : stored.substr(0, 40) + " (the data were changed or the file is damaged)";
+// The file's seal over its canonical metadata and the tensors' digest must be the stored checksum.
+void check_seal(const std::string& file, const std::string& canonical, std::uint64_t digest,
+                const std::string& stored) {
+  const std::string sum = seal(canonical, digest);
+  if (sum != stored)
+    throw_input_error(file, "metadata checksum", sum,
+                      stored.empty() ? "nothing"
+                                     : stored.substr(0, 40) + " (the data were changed or the file is damaged)");
 }
 
 // A reader's deferred verification: scan(which, b, e) checks rows [b, e) of array `which` (checksum
@@ -360,8 +365,7 @@ class RowCheck final : public DeferredCheck {
   void finish() override {
     if (done_) return;
     KC_ASSERT(seen_ == n_, "DeferredCheck::finish: {} of {} rows checked", seen_.load(), n_);
-    const std::string sum = seal(canonical_, hash_.digest());
-    if (sum != stored_) throw_input_error(file_, "metadata checksum", sum, checksum_mismatch_got(stored_));
+    check_seal(file_, canonical_, hash_.digest(), stored_);
     if (!ok_) walk_();
     done_ = true;
   }
@@ -415,6 +419,17 @@ void get_identity(const std::map<std::string, std::string>& md, Identity& id, Pr
   p.command_line = get_str(md, "command_line");
 }
 
+// The fields golden and candidate headers share (GoldenMeta, CandidateMeta).
+template <typename Meta>
+void read_header(const std::map<std::string, std::string>& md, const std::string& file, Meta& m) {
+  m.k = static_cast<int>(parse_int(md, file, "k", 1, 4096));
+  m.vocab = parse_int(md, file, "vocab", m.k, std::int64_t{1} << 31);
+  m.n = parse_int(md, file, "positions", 1, std::int64_t{1} << 40);
+  get_identity(md, m.identity, m.made_by);
+  m.checksum = get_str(md, "checksum");
+  m.extra = extra_keys(md);
+}
+
 Golden golden_from(const SafetensorsFile& f, std::shared_ptr<const void> owner, bool verify,
                    bool defer = false) {
   const std::string& file = f.path();
@@ -423,12 +438,7 @@ Golden golden_from(const SafetensorsFile& f, std::shared_ptr<const void> owner, 
   Golden g;
   g.path = file;
   GoldenMeta& m = g.meta;
-  m.k = static_cast<int>(parse_int(md, file, "k", 1, 4096));
-  m.vocab = parse_int(md, file, "vocab", m.k, std::int64_t{1} << 31);
-  m.n = parse_int(md, file, "positions", 1, std::int64_t{1} << 40);
-  get_identity(md, m.identity, m.made_by);
-  m.checksum = get_str(md, "checksum");
-  m.extra = extra_keys(md);
+  read_header(md, file, m);
   std::string canonical = canonical_metadata(md);
   auto h = std::make_shared<Holder>();
   h->file_owner = std::move(owner);
@@ -546,12 +556,7 @@ Golden golden_from(const SafetensorsFile& f, std::shared_ptr<const void> owner, 
                                        as_bytes(a.segment), as_bytes(a.depth), as_bytes(a.phase),
                                        as_bytes(a.flags)},
                                       n, scan_top1);
-    const std::string sum = seal(canonical, digest);
-    if (sum != m.checksum)
-      throw_input_error(file, "metadata checksum", sum,
-                        m.checksum.empty()
-                            ? "nothing"
-                            : m.checksum.substr(0, 40) + " (the data were changed or the file is damaged)");
+    check_seal(file, canonical, digest, m.checksum);
     scanned_ok = ok;
   }
   if (scanned_ok) return g;
@@ -567,14 +572,9 @@ Candidate candidate_from(const SafetensorsFile& f, std::shared_ptr<const void> o
   Candidate c;
   c.path = file;
   CandidateMeta& m = c.meta;
-  m.k = static_cast<int>(parse_int(md, file, "k", 1, 4096));
-  m.vocab = parse_int(md, file, "vocab", m.k, std::int64_t{1} << 31);
-  m.n = parse_int(md, file, "positions", 1, std::int64_t{1} << 40);
+  read_header(md, file, m);
   m.position_begin = parse_int(md, file, "position_begin", 0, std::int64_t{1} << 40);
-  get_identity(md, m.identity, m.made_by);
   m.golden_checksum = get_str(md, "golden_checksum");
-  m.checksum = get_str(md, "checksum");
-  m.extra = extra_keys(md);
   std::string canonical = canonical_metadata(md);
   auto h = std::make_shared<Holder>();
   h->file_owner = std::move(owner);
@@ -664,12 +664,7 @@ Candidate candidate_from(const SafetensorsFile& f, std::shared_ptr<const void> o
         {as_bytes(a.logprobs_at_ref), as_bytes(a.other_logprob), as_bytes(a.top1_id),
          as_bytes(a.top1_logprob), as_bytes(a.token_logprob), as_bytes(a.flags), as_bytes(a.covered)},
         n, scan);
-    const std::string sum = seal(canonical, digest);
-    if (sum != m.checksum)
-      throw_input_error(file, "metadata checksum", sum,
-                        m.checksum.empty()
-                            ? "nothing"
-                            : m.checksum.substr(0, 40) + " (the data were changed or the file is damaged)");
+    check_seal(file, canonical, digest, m.checksum);
     if (ok) return c;
   }
   walk();

@@ -106,23 +106,26 @@ std::string write_golden_from_topk(const std::string& out, const Corpus& c, cons
   return write_golden(out, m, g.view());
 }
 
-std::vector<GoldenWindow> golden_windows(const Golden& g) {
+std::vector<std::int32_t> corpus_first_tokens(const Golden& g) {
   std::vector<std::int32_t> first;
-  {
-    auto it = g.meta.extra.find(kCorpusFirstTokensKey);
-    if (it == g.meta.extra.end())
-      throw_input_error(g.path, std::string("metadata ") + kCorpusFirstTokensKey,
-                        "the segments' first tokens (a golden recorded over a corpus)", "nothing");
-    try {
-      first = nlohmann::json::parse(it->second).get<std::vector<std::int32_t>>();
-    } catch (const nlohmann::json::exception&) {
-      throw_input_error(g.path, std::string("metadata ") + kCorpusFirstTokensKey, "a JSON list of ids", "other");
-    }
-  }
-  const auto& segs = g.meta.segments;
-  if (first.size() != segs.size())
+  auto it = g.meta.extra.find(kCorpusFirstTokensKey);
+  if (it == g.meta.extra.end())
     throw_input_error(g.path, std::string("metadata ") + kCorpusFirstTokensKey,
-                      fmt::format("{} ids (one per segment)", segs.size()), std::to_string(first.size()));
+                      "the segments' first tokens (a golden recorded over a corpus)", "nothing");
+  try {
+    first = nlohmann::json::parse(it->second).get<std::vector<std::int32_t>>();
+  } catch (const nlohmann::json::exception&) {
+    throw_input_error(g.path, std::string("metadata ") + kCorpusFirstTokensKey, "a JSON list of ids", "other");
+  }
+  if (first.size() != g.meta.segments.size())
+    throw_input_error(g.path, std::string("metadata ") + kCorpusFirstTokensKey,
+                      fmt::format("{} ids (one per segment)", g.meta.segments.size()), std::to_string(first.size()));
+  return first;
+}
+
+std::vector<GoldenWindow> golden_windows(const Golden& g) {
+  const std::vector<std::int32_t> first = corpus_first_tokens(g);
+  const auto& segs = g.meta.segments;
   std::vector<GoldenWindow> out;
   for (std::size_t i = 0; i < segs.size(); ++i) {
     GoldenWindow w;

@@ -16,6 +16,9 @@ namespace kc {
 // The metadata key record --model adds to a golden: JSON list of each segment's first token.
 inline constexpr const char* kCorpusFirstTokensKey = "kerncheck.corpus_first_tokens";
 
+// The golden's segments' first tokens (kCorpusFirstTokensKey, one per segment), checked.
+std::vector<std::int32_t> corpus_first_tokens(const Golden& g);
+
 // Reference rows for every scored position of a corpus, in corpus order (segment by segment, position i
 // of a segment predicting t_{i+1}): N = corpus.positions().
 struct TopkGoldenRows {

@@ -317,4 +317,14 @@ std::string render(const Plot& p) {
   return s;
 }
 
+std::string table_page_head(std::string_view title) {
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" + escape(title) +
+         "</title>\n"
+         "<style>body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;"
+         "max-width:1320px;color:#1f2328}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid "
+         "#d0d7de;padding:3px 8px;text-align:right}th{background:#f6f8fa}td.l{text-align:left}.FAIL{color:#cf222e;"
+         "font-weight:600}.PASS{color:#1a7f37;font-weight:600}.INCONCLUSIVE{color:#9a6700}</style></head>"
+         "<body>\n";
+}
+
 }  // namespace kc::svg

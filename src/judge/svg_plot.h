@@ -58,6 +58,9 @@ std::string render(const Plot& plot);
 // Text and attribute escaping for HTML/SVG.
 std::string escape(std::string_view text);
 
+// The head of a page of tables and plots (the demo's and the sweep's index pages), up to and with <body>.
+std::string table_page_head(std::string_view title);
+
 // "1e-3", "0.25", "12" — short numbers for tick labels.
 std::string tick_label(double v);
 

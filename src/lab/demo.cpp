@@ -459,14 +459,7 @@ int run_demo(const DemoOptions& o) {
   sj["total_seconds"] = steps.total();
   write_file_atomic((out / "summary.json").string(), sj.dump(2) + "\n");
 
-  std::string h =
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>kerncheck demo</title>\n"
-      "<style>body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;"
-      "max-width:1320px;color:#1f2328}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid "
-      "#d0d7de;padding:3px "
-      "8px;text-align:right}th{background:#f6f8fa}td.l{text-align:left}.FAIL{color:#cf222e;"
-      "font-weight:600}.PASS{color:#1a7f37;font-weight:600}.INCONCLUSIVE{color:#9a6700}</style></"
-      "head><body>\n";
+  std::string h = svg::table_page_head("kerncheck demo");
   h += fmt::format(
       "<h1>kerncheck demo ({} preset)</h1>\n<p>Model <code>{}</code>; golden <code>{}</code> ({} "
       "scored positions, f32 reference, perplexity {}). Every run is judged against the golden with "

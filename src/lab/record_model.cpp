@@ -20,6 +20,7 @@
 #include "golden/corpus.h"
 #include "golden/golden.h"
 #include "golden/record_logits.h"
+#include "golden/record_topk.h"
 #include "model/variant.h"
 #include "io/safetensors.h"
 #include "model/gguf.h"
@@ -32,7 +33,6 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr const char* kFirstTokensKey = "kerncheck.corpus_first_tokens";
 constexpr const char* kPrefillBlockKey = "kerncheck.prefill_block";
 constexpr const char* kReferenceKey = "kerncheck.golden_reference";
 // The engine named in a file's provenance: the Llama family (llama.h) or the Gated DeltaNet hybrids
@@ -421,7 +421,7 @@ void record_golden_with_model(const RecordModelOptions& o) {
                  L.variant.c_str(), kReferenceKey);
   // The segments' first tokens (needed to rerun the inputs for a candidate) and how the golden was made,
   // under the checksum like every other key.
-  m.extra[kFirstTokensKey] = json(first_tokens).dump();
+  m.extra[kCorpusFirstTokensKey] = json(first_tokens).dump();
   m.extra[kPrefillBlockKey] = std::to_string(o.prefill_block);
   m.extra[kReferenceKey] = reference ? "f32" : "not the f32 reference: variant " + L.variant;
   std::string sum = write_golden(o.out, m, all.view());
@@ -471,22 +471,7 @@ class NpyRowWriter {
 
 void record_candidate_with_model(const RecordModelOptions& o) {
   Golden g = read_golden(o.golden);
-  std::vector<std::int32_t> first;
-  {
-    auto it = g.meta.extra.find(kFirstTokensKey);
-    if (it == g.meta.extra.end())
-      throw_input_error(o.golden, std::string("metadata ") + kFirstTokensKey,
-                        "the segments' first tokens (a golden recorded with record --model)", "nothing");
-    try {
-      first = json::parse(it->second).get<std::vector<std::int32_t>>();
-    } catch (const json::exception&) {
-      throw_input_error(o.golden, std::string("metadata ") + kFirstTokensKey, "a JSON list of ids", "other");
-    }
-    if (first.size() != g.meta.segments.size())
-      throw_input_error(o.golden, std::string("metadata ") + kFirstTokensKey,
-                        fmt::format("{} ids (one per segment)", g.meta.segments.size()),
-                        std::to_string(first.size()));
-  }
+  const std::vector<std::int32_t> first = corpus_first_tokens(g);
   Loaded L = load_model(o);
   if (L.tokenizer_identity != g.meta.identity.tokenizer)
     fail("{}: tokenizer: expected the golden's tokenizer {}, got {} from the model {}", o.golden,
@@ -522,7 +507,7 @@ void record_candidate_with_model(const RecordModelOptions& o) {
       }
     }
     if (first[i] < 0 || first[i] >= V)
-      throw_input_error(o.golden, kFirstTokensKey, fmt::format("ids in [0, {})", V), std::to_string(first[i]));
+      throw_input_error(o.golden, kCorpusFirstTokensKey, fmt::format("ids in [0, {})", V), std::to_string(first[i]));
     if (j.n_prefill < 1)
       throw_input_error(o.golden, fmt::format("segments[{}]", i), "at least one prefill position", "none");
     jobs.push_back(std::move(j));

@@ -442,14 +442,7 @@ std::string sweep_flip_plot_svg(const SweepResult& r) {
 }
 
 std::string render_sweep_html(const SweepResult& r) {
-  std::string h =
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>kerncheck sweep</title>\n"
-      "<style>body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;"
-      "max-width:1320px;color:#1f2328}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid "
-      "#d0d7de;padding:3px "
-      "8px;text-align:right}th{background:#f6f8fa}td.l{text-align:left}.FAIL{color:#cf222e;"
-      "font-weight:600}.PASS{color:#1a7f37;font-weight:600}.INCONCLUSIVE{color:#9a6700}</style></"
-      "head><body>\n";
+  std::string h = svg::table_page_head("kerncheck sweep");
   h += fmt::format("<h1>Sweep of <code>{}</code></h1>\n", svg::escape(r.tensor));
   h += fmt::format("<p>Base variant <code>{}</code>, golden <code>{}</code>, {} mode. {}</p>\n",
                    svg::escape(r.base), svg::escape(r.golden), svg::escape(r.mode),
