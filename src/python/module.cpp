@@ -10,6 +10,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -156,11 +157,17 @@ std::tuple<std::string, std::string, bool> compare_py(const TensorArg& actual, c
   if (rtol) {
     if (!(*rtol >= 0) || !(*atol >= 0))
       throw nb::value_error(fmt::format("rtol, atol: expected finite values ≥ 0, got {}, {}", *rtol, *atol).c_str());
-    if (r.method != Method::mixed && r.method != Method::close)
-      throw nb::value_error(fmt::format("rtol, atol: expected a method that reads them (mixed, close), got {} "
-                                        "(routed by {})",
-                                        method_name(r.method), r.source)
+    const auto reads = [](const MethodDef& m, std::string_view k) {
+      return std::find(m.keys.begin(), m.keys.end(), k) != m.keys.end();
+    };
+    if (!reads(method_def(r.method), "rtol") || !reads(method_def(r.method), "atol")) {
+      std::string readers;  // "mixed, close"
+      for (const MethodDef* m : methods())
+        if (reads(*m, "rtol") && reads(*m, "atol")) readers += (readers.empty() ? "" : ", ") + std::string(m->name);
+      throw nb::value_error(fmt::format("rtol, atol: expected a method that reads them ({}), got {} (routed by {})",
+                                        readers, method_name(r.method), r.source)
                                 .c_str());
+    }
     r.tol.rtol = *rtol;
     r.tol.atol = *atol;
     if (!torch_rule) r.source += " (rtol, atol given)";
