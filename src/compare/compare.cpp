@@ -29,11 +29,10 @@ namespace {
 
 Tolerance merge_tol(const Tolerance& hi, const Tolerance& lo) {
   Tolerance t = hi;
-  if (!t.rtol) t.rtol = lo.rtol;
-  if (!t.atol) t.atol = lo.atol;
-  if (!t.limit) t.limit = lo.limit;
-  if (!t.threshold) t.threshold = lo.threshold;
-  if (!t.ptol) t.ptol = lo.ptol;
+  for (std::string_view k : numeric_tolerance_keys()) {
+    const auto f = tolerance_field(k);
+    if (!(t.*f)) t.*f = lo.*f;
+  }
   if (!t.level) t.level = lo.level;
   return t;
 }

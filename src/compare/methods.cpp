@@ -62,14 +62,30 @@ std::optional<Method> parse_spec_standard(std::string_view s) {
 
 Tolerance default_tolerance(Method m, DType d) { return method_def(m).defaults(d); }
 
+namespace {
+struct NumericKey {
+  std::string_view key;
+  std::optional<double> Tolerance::*field;
+};
+constexpr NumericKey kNumericKeys[] = {{"rtol", &Tolerance::rtol},
+                                       {"atol", &Tolerance::atol},
+                                       {"limit", &Tolerance::limit},
+                                       {"threshold", &Tolerance::threshold},
+                                       {"ptol", &Tolerance::ptol}};
+constexpr auto kNumericKeyNames = [] {
+  std::array<std::string_view, std::size(kNumericKeys)> a{};
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = kNumericKeys[i].key;
+  return a;
+}();
+}  // namespace
+
 std::optional<double> Tolerance::*tolerance_field(std::string_view key) {
-  if (key == "rtol") return &Tolerance::rtol;
-  if (key == "atol") return &Tolerance::atol;
-  if (key == "limit") return &Tolerance::limit;
-  if (key == "threshold") return &Tolerance::threshold;
-  if (key == "ptol") return &Tolerance::ptol;
+  for (const auto& k : kNumericKeys)
+    if (k.key == key) return k.field;
   return nullptr;
 }
+
+std::span<const std::string_view> numeric_tolerance_keys() { return kNumericKeyNames; }
 
 std::string cli_method_names() { return join_names(true); }
 std::string spec_only_method_names() { return join_names(false); }

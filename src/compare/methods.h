@@ -52,6 +52,8 @@ struct MethodDef {
 // The Tolerance field a numeric spec key sets (rtol, atol, limit, threshold, ptol); nullptr for any other
 // key (`level` is a string).
 std::optional<double> Tolerance::*tolerance_field(std::string_view key);
+// Every numeric key: rtol, atol, limit, threshold, ptol.
+std::span<const std::string_view> numeric_tolerance_keys();
 
 // Every method, in the order --help lists them (KC_COMPARE_METHODS).
 std::span<const MethodDef* const> methods();
