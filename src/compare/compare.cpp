@@ -3,7 +3,6 @@
 #include "compare/compare.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -250,12 +249,12 @@ CompareResult compare(const CompareInputs& in, const Route& route) {
                                     dtype_name(g.dtype), g.origin),
                         dtype_name(a.dtype));
   } else if (!same && !(def.values && is_float(a.dtype) && is_float(g.dtype))) {
-    std::vector<std::string> wider;  // "mixed, stat_rel_err, close and cosine"
+    std::vector<std::string> wider;
     for (const MethodDef* v : methods())
       if (v->values) wider.push_back(v->name);
-    const std::string names =
-        wider.size() < 2 ? fmt::format("{}", fmt::join(wider, ""))
-                         : fmt::format("{} and {}", fmt::join(wider.begin(), wider.end() - 1, ", "), wider.back());
+    std::string names;  // "mixed, stat_rel_err, close and cosine"
+    for (std::size_t i = 0; i < wider.size(); ++i)
+      names += (i == 0 ? "" : i + 1 == wider.size() ? " and " : ", ") + wider[i];
     throw_input_error(a.origin, "dtype",
                       fmt::format("{} like golden {} ({} needs equal dtypes; {} also take a golden of another "
                                   "real float type)",
