@@ -5,7 +5,8 @@
 Writes deterministic tensors (raw little-endian, numpy seed 0) under DIR, then one case per
 (method, dtype, data kind): passing noise, failing noise, NaN/inf mismatches, a wider golden; the
 routed defaults (no --compare); spec overrides of every key; the refusals (unknown method, unknown spec
-key or standard, a method on a dtype it cannot take); examples/cases.csv in op mode; `compare --help`.
+key or standard, a method on a dtype it cannot take); examples/cases.csv in op mode; `compare --help`
+and `--list-ops`.
 For each case OUT/NAME.{txt,err,rc,json,xml} hold stdout, stderr, the exit code and the JSON/JUnit
 reports. Two builds are the same for compare when `diff -r OUT1 OUT2` is empty (use the same DIR: the
 reports name the input files). A refactoring check, not a test: it has no expectations of its own.
@@ -218,6 +219,7 @@ def main():
     R.run("examples", ["-i", str(ROOT / "examples/cases.csv"), "--spec", str(ROOT / "examples/spec.toml")])
     R.run("examples_nospec", ["-i", str(ROOT / "examples/cases.csv")])
     R.run("help", ["--help"], reports=False)
+    R.run("list_ops", ["--list-ops"], reports=False)
     print(f"{R.count} runs written to {args.out}")
 
 
