@@ -9,7 +9,7 @@
 A thin layer over the C++ core (kerncheck._core): no method, metric or routing logic lives in Python.
 """
 from . import _core
-from ._compare import CompareResult, Figure, compare
+from ._compare import METHODS, CompareResult, Figure, compare
 from ._judge import Report, test
 from .plugin import Plugin, candidate, list_ops, load_plugin
 
@@ -24,5 +24,5 @@ def round_mantissa_(x, bits):
     return x
 
 
-__all__ = ["compare", "CompareResult", "Figure", "test", "Report", "candidate", "load_plugin", "Plugin",
+__all__ = ["compare", "METHODS", "CompareResult", "Figure", "test", "Report", "candidate", "load_plugin", "Plugin",
            "list_ops", "Error", "round_mantissa_"]

@@ -10,6 +10,7 @@ import json
 import sys
 
 from . import _core
+from ._compare import DEFAULT_METHOD, METHODS
 from .plugin import list_ops, load_plugin
 
 EXIT_PASS, EXIT_FAIL, EXIT_INPUT = 0, 1, 3
@@ -63,8 +64,8 @@ def main(argv=None):
     c.add_argument("--plugin", action="append", default=[],
                    help="Python file with TestSpec classes and/or @kerncheck.candidate functions (repeatable)")
     c.add_argument("--compare", default=None,
-                   help="method for every case: mixed, stat_rel_err, close, cosine, binary, requant, "
-                        "cross_check (default: routed by the plugin's TestSpec, then by dtype, then mixed)")
+                   help=f"method for every case: {', '.join(METHODS)} (default: routed by the plugin's "
+                        f"TestSpec, then by dtype, then {DEFAULT_METHOD})")
     c.add_argument("--spec", default=None, help="TOML spec too (as kerncheck compare --spec)")
     c.add_argument("--json", default=None, help="write the results as JSON to FILE")
     c.add_argument("--junit", default=None, help="write the results as JUnit XML to FILE")

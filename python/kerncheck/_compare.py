@@ -5,6 +5,10 @@ from . import _core
 from ._tensors import tensor_arg
 from .plugin import spec_toml
 
+# The method names compare(method=...) takes, in the CLI's order: the C++ method table's (_core.methods()).
+METHODS = tuple(m["name"] for m in _core.methods() if m["cli"])
+DEFAULT_METHOD = next(m["name"] for m in _core.methods() if m["default"])
+
 
 class Figure:
     """A number the verdict used, with its limit (`ok`: whether it meets it)."""
@@ -71,8 +75,8 @@ def compare(actual, golden, method=None, dtype=None, third=None, spec=None, op=N
 
     actual, golden, third: numpy arrays (ml_dtypes bfloat16/float8/float4/int4 too) or torch tensors,
       C-contiguous; read in place. CUDA tensors are copied to the host once.
-    method: "mixed", "stat_rel_err", "close", "cosine", "binary", "requant", "cross_check" (the CLI's
-      --compare); default: routed by spec, then by dtype, then mixed (SPEC §1).
+    method: one of kerncheck.METHODS, the CLI's --compare ({methods});
+      default: routed by spec, then by dtype, then {default} (SPEC §1).
     dtype: output dtype for routing; must be the arrays' own dtype, except that uint8/int8 arrays of raw
       codes are read as the 8-bit dtype named (e.g. "hifloat8").
     spec: a TestSpec class (`__spec__`, `tolerance`), a list of them, a TOML spec path or TOML text;
@@ -88,3 +92,6 @@ def compare(actual, golden, method=None, dtype=None, third=None, spec=None, op=N
     js, text, _ = _core.compare(a, g, t, method, dtype, toml, label, op, rtol, atol,
                                 name if name is not None else a[3])
     return CompareResult(json.loads(js)["cases"][0], text)
+
+
+compare.__doc__ = compare.__doc__.replace("{methods}", ", ".join(METHODS)).replace("{default}", DEFAULT_METHOD)

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "compare/methods.h"
 #include "compare/report.h"
 #include "compare/spec.h"
 #include "core/atomic_file.h"
@@ -91,10 +92,9 @@ int run_compare(int argc, char** argv) {
   app.add_option("golden", o.golden, "golden tensor, same forms as ACTUAL");
   app.add_option("-i,--input", o.cases, "CSV case file (one case per row); excludes ACTUAL GOLDEN");
   app.add_option("--third", o.third, "third-party tensor b for cross_check");
-  app.add_option(
-      "--compare", o.compare,
-      "method: mixed, stat_rel_err, close, cosine, binary, requant, cross_check (default: routed by "
-      "--spec, then by dtype, then mixed)");
+  app.add_option("--compare", o.compare,
+                 fmt::format("method: {} (default: routed by --spec, then by dtype, then {})", cli_method_names(),
+                             default_method().name));
   app.add_option("--dtype", o.dtype, "dtype of raw files and npy void types; output dtype for routing");
   app.add_option("--shape", o.shape, "shape of raw files, e.g. 64,128");
   app.add_option("--spec", o.spec, "TOML spec: per operator and dtype, the standard and tolerance overrides");
@@ -114,8 +114,8 @@ int run_compare(int argc, char** argv) {
   if (!o.compare.empty()) {
     auto m = parse_method(o.compare);
     if (!m)
-      throw_input_error("--compare", "method",
-                        "one of mixed, stat_rel_err, close, cosine, binary, requant, cross_check", o.compare);
+      throw_input_error("--compare", "method", fmt::format("one of {}", cli_method_names()),
+                        o.compare + method_suggestion(o.compare));
     opt.cli_method = *m;
   }
   if (!o.spec.empty()) opt.spec = make_spec_lookup(o.spec);

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "compare/compare_internal.h"
+#include "compare/methods.h"
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/parallel.h"
@@ -138,8 +139,6 @@ void finish_hist(CompareResult& r, const CodeAcc& acc, std::uint64_t bucketed) {
   r.log10_err_hist.assign(acc.hist.begin(), acc.hist.end());
   r.log10_err_hist[0] -= bucketed;
 }
-
-}  // namespace
 
 CompareResult compare_binary(const Tensor& a, const Tensor& g) {
   const std::size_t n = g.numel();
@@ -274,5 +273,56 @@ CompareResult compare_quant(const Tensor& a, const Tensor& g, const Tolerance& t
   fill_worst(r, acc.top, a, g);
   return r;
 }
+
+// --- table entries ------------------------------------------------------------------------------------
+
+// Routed to binary by dtype: formats whose codes are the values (no tolerance makes sense).
+bool binary_auto(DType d) {
+  const DKind k = dtype_info(d).kind;
+  return d == DType::float4_e2m1 || d == DType::int4 || d == DType::float8_e8m0 || k == DKind::integer ||
+         k == DKind::boolean;
+}
+bool is_8bit(DType d) { return dtype_info(d).bits == 8 && d != DType::boolean; }
+bool is_int4_or_int8(DType d) { return d == DType::int4 || d == DType::int8; }
+
+Tolerance no_defaults(DType) { return {}; }
+Tolerance requant_defaults(DType) {
+  Tolerance t;
+  t.ptol = 0.001;
+  return t;
+}
+Tolerance quant_defaults(DType) {
+  Tolerance t;
+  t.ptol = 0.0;
+  return t;
+}
+
+constexpr std::string_view kPtolKey[] = {"ptol"};
+
+}  // namespace
+
+const MethodDef binary_method{
+    .id = Method::binary, .name = "binary", .standard = "binary_equal", .cli = true,
+    .keys = {}, .csv_keys = {},
+    .defaults = no_defaults, .auto_for = binary_auto, .values = false, .needs_third = false,
+    .outputs = {}, .spec_tables = {},
+    .run = [](const CompareInputs& in, const Tolerance&) { return compare_binary(*in.actual, *in.golden); }};
+
+const MethodDef requant_method{
+    .id = Method::requant, .name = "requant", .standard = nullptr, .cli = true,
+    .keys = kPtolKey, .csv_keys = {},
+    .defaults = requant_defaults, .auto_for = [](DType d) { return d == DType::hifloat8; }, .values = false,
+    .needs_third = false,
+    .outputs = {is_8bit, "an 8-bit output dtype (float8_e4m3fn, float8_e5m2, hifloat8, float8_e8m0, int8, uint8)"},
+    .spec_tables = {},
+    .run = [](const CompareInputs& in, const Tolerance& t) { return compare_requant(*in.actual, *in.golden, t); }};
+
+// Declared only in a spec, for an int4/int8 output of an operator with a float input (route() checks it).
+const MethodDef quant_method{
+    .id = Method::quant, .name = "quant", .standard = "quant", .cli = false,
+    .keys = kPtolKey, .csv_keys = {},
+    .defaults = quant_defaults, .auto_for = nullptr, .values = false, .needs_third = false,
+    .outputs = {}, .spec_tables = {is_int4_or_int8, "an int4 or int8 table"},
+    .run = [](const CompareInputs& in, const Tolerance& t) { return compare_quant(*in.actual, *in.golden, t); }};
 
 }  // namespace kc::cmp

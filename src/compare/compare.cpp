@@ -1,6 +1,5 @@
-// Method names, routing (SPEC §1 priority rules), default tolerances (seed 001 tables), input checks and
-// the helpers every method shares. The methods themselves live in float_methods.cpp (mixed, stat_rel_err,
-// close, cosine), code_methods.cpp (binary, requant, quant) and cross_check.cpp.
+// Routing (SPEC §1 priority rules), input checks, dispatch and the helpers every method shares. The methods
+// (names, keys, defaults, dtype rules, pass functions) are the table of compare/methods.h.
 #include "compare/compare.h"
 
 #include <fmt/format.h>
@@ -13,92 +12,15 @@
 #include <limits>
 
 #include "compare/compare_internal.h"
+#include "compare/methods.h"
 #include "core/error.h"
 #include "numeric/formats.h"
 
 namespace kc {
 
 namespace {
-
-struct MethodName {
-  Method m;
-  const char* cli;
-  const char* standard;  // spec spelling
-};
-constexpr MethodName kNames[] = {
-    {Method::mixed, "mixed", "mix_tolerance"},     {Method::stat_rel_err, "stat_rel_err", "stat_rel_err"},
-    {Method::close, "close", "close"},             {Method::cosine, "cosine", "cosine"},
-    {Method::binary, "binary", "binary_equal"},    {Method::requant, "requant", "requant"},
-    {Method::quant, "quant", "quant"},             {Method::cross_check, "cross_check", "cross_check"},
-};
-
 bool is_float_like(DType d) { return is_float(d) || is_complex(d); }
-
 }  // namespace
-
-const char* method_name(Method m) {
-  for (const auto& n : kNames)
-    if (n.m == m) return n.cli;
-  return "?";
-}
-
-std::optional<Method> parse_method(std::string_view s) {
-  for (const auto& n : kNames)
-    if (s == n.cli) return n.m;
-  return std::nullopt;
-}
-
-std::optional<Method> parse_spec_standard(std::string_view s) {
-  for (const auto& n : kNames)
-    if (s == n.standard) return n.m;
-  return parse_method(s);
-}
-
-// --- default tolerances (seed 001) -------------------------------------------------------------------
-
-Tolerance default_tolerance(Method m, DType d) {
-  Tolerance t;
-  const DType c = cmp::component_dtype(d);  // complex types take their component's row
-  switch (m) {
-    case Method::mixed: {
-      // Table A: rtol, atol, max_abs_error limit (met if ≤ limit OR ≤ 32 ULP). Other floats → float32.
-      double rtol = std::ldexp(1.0, -10), atol = std::ldexp(1.0, -16), limit = 1e-2;
-      switch (c) {
-        case DType::float16: rtol = std::ldexp(1.0, -9), atol = std::ldexp(1.0, -9), limit = 1e-1; break;
-        case DType::bfloat16: rtol = std::ldexp(1.0, -6), atol = std::ldexp(1.0, -6), limit = 1.0; break;
-        case DType::hifloat32: rtol = std::ldexp(1.0, -9), atol = std::ldexp(1.0, -10), limit = 1e-1; break;
-        case DType::float8_e4m3fn: rtol = std::ldexp(1.0, -2), atol = std::ldexp(1.0, -4), limit = 1.0; break;
-        case DType::float8_e5m2: rtol = std::ldexp(1.0, -1), atol = std::ldexp(1.0, -3), limit = 1e-1; break;
-        default: break;
-      }
-      t.rtol = rtol, t.atol = atol, t.limit = limit;
-      break;
-    }
-    case Method::stat_rel_err: {
-      // Table B thresholds T: PASS iff mere < T and mare < 10·T.
-      int e = -13;
-      if (c == DType::float16) e = -10;
-      if (c == DType::bfloat16) e = -7;
-      if (c == DType::float8_e4m3fn) e = -3;
-      if (c == DType::float8_e5m2) e = -2;
-      t.threshold = std::ldexp(1.0, e);
-      break;
-    }
-    case Method::close: {
-      const bool half = d == DType::float16 || d == DType::bfloat16 || d == DType::complex32;
-      t.rtol = half ? 1e-3 : 1e-4;
-      t.ptol = half ? 1e-3 : 1e-4;
-      t.atol = 1e-8;
-      break;
-    }
-    case Method::cosine: t.rtol = 0.01; break;
-    case Method::requant: t.ptol = 0.001; break;
-    case Method::quant: t.ptol = 0.0; break;
-    case Method::cross_check: t.level = "L1"; break;
-    case Method::binary: break;
-  }
-  return t;
-}
 
 // --- routing ------------------------------------------------------------------------------------------
 
@@ -106,32 +28,25 @@ namespace {
 
 Tolerance merge_tol(const Tolerance& hi, const Tolerance& lo) {
   Tolerance t = hi;
-  if (!t.rtol) t.rtol = lo.rtol;
-  if (!t.atol) t.atol = lo.atol;
-  if (!t.limit) t.limit = lo.limit;
-  if (!t.threshold) t.threshold = lo.threshold;
-  if (!t.ptol) t.ptol = lo.ptol;
+  for (std::string_view k : numeric_tolerance_keys()) {
+    const auto f = tolerance_field(k);
+    if (!(t.*f)) t.*f = lo.*f;
+  }
   if (!t.level) t.level = lo.level;
   return t;
 }
 
-// Legacy CSV fields: precision_tolerances (rtol, ptol) feed close and cosine (rtol only);
-// absolute_precision (atol) feeds close only.
+// Legacy CSV fields (precision_tolerances → rtol, ptol; absolute_precision → atol): the ones the method
+// reads (close: all three, cosine: rtol).
 Tolerance csv_for(Method m, const Tolerance& csv) {
   Tolerance t;
-  if (m == Method::close) t.rtol = csv.rtol, t.ptol = csv.ptol, t.atol = csv.atol;
-  if (m == Method::cosine) t.rtol = csv.rtol;
+  for (std::string_view k : method_def(m).csv_keys) t.*tolerance_field(k) = csv.*tolerance_field(k);
   return t;
 }
 
 void check_method_dtype(Method m, DType d, const std::string& where) {
-  const char* dn = dtype_name(d);
-  if (m == Method::cross_check && d != DType::float16 && d != DType::bfloat16 && d != DType::float32)
-    fail("{}: cross_check: expected an output dtype of float16, bfloat16 or float32, got {}", where, dn);
-  if (m == Method::requant && (dtype_info(d).bits != 8 || d == DType::boolean))
-    fail("{}: requant: expected an 8-bit output dtype (float8_e4m3fn, float8_e5m2, hifloat8, float8_e8m0, "
-         "int8, uint8), got {}",
-         where, dn);
+  const MethodDef& def = method_def(m);
+  if (!def.outputs.admits(d)) fail("{}: {}: expected {}, got {}", where, def.name, def.outputs.expected, dtype_name(d));
 }
 
 }  // namespace
@@ -175,18 +90,14 @@ Route route(const RouteRequest& r) {
     rt.source = spec_where;
     rt.tol = merge_tol(r.spec_tol, csv_for(rt.method, r.csv_tol));
   } else {
-    const char* dn = dtype_name(out);
-    const DKind k = dtype_info(out).kind;
-    if (out == DType::hifloat8) {
-      rt.method = Method::requant;
-    } else if (out == DType::float4_e2m1 || out == DType::int4 || out == DType::float8_e8m0 ||
-               k == DKind::integer || k == DKind::boolean) {
-      rt.method = Method::binary;
-    } else {
-      rt.method = Method::mixed;
-      rt.source = "default";
-    }
-    if (rt.source.empty()) rt.source = fmt::format("auto: {} → {}", dn, method_name(rt.method));
+    const MethodDef* routed = nullptr;
+    for (const MethodDef* m : methods())
+      if (m->auto_for && m->auto_for(out)) {
+        routed = m;
+        break;
+      }
+    rt.method = routed ? routed->id : default_method().id;
+    rt.source = routed ? fmt::format("auto: {} → {}", dtype_name(out), routed->name) : std::string("default");
     // mixed does not read the legacy CSV fields (seed: override it in a spec instead).
     rt.tol = csv_for(rt.method, r.csv_tol);
   }
@@ -318,13 +229,6 @@ void fill_worst(CompareResult& r, const TopK& top, const Tensor& a, const Tensor
 
 // --- dispatch --------------------------------------------------------------------------------------------
 
-namespace {
-// Element-wise float methods read both sides as values; the code-level methods compare codes.
-bool wider_golden_ok(Method m) {
-  return m == Method::mixed || m == Method::stat_rel_err || m == Method::close || m == Method::cosine;
-}
-}  // namespace
-
 CompareResult compare(const CompareInputs& in, const Route& route) {
   KC_ASSERT(in.actual && in.golden, "compare() needs actual and golden");
   const Tensor& a = *in.actual;
@@ -335,6 +239,7 @@ CompareResult compare(const CompareInputs& in, const Route& route) {
                       fmt::format("{} (golden {} has shape {})", n, g.origin, g.shape_str()),
                       fmt::format("{} (shape {})", a.numel(), a.shape_str()));
   const Method m = route.method;
+  const MethodDef& def = method_def(m);
   const bool same = a.dtype == g.dtype;
   if (m == Method::binary) {
     if (!same && !(is_integer(a.dtype) && is_integer(g.dtype)))
@@ -343,11 +248,17 @@ CompareResult compare(const CompareInputs& in, const Route& route) {
                                     "integer types)",
                                     dtype_name(g.dtype), g.origin),
                         dtype_name(a.dtype));
-  } else if (!same && !(wider_golden_ok(m) && is_float(a.dtype) && is_float(g.dtype))) {
+  } else if (!same && !(def.values && is_float(a.dtype) && is_float(g.dtype))) {
+    std::vector<std::string> wider;
+    for (const MethodDef* v : methods())
+      if (v->values) wider.push_back(v->name);
+    std::string names;  // "mixed, stat_rel_err, close and cosine"
+    for (std::size_t i = 0; i < wider.size(); ++i)
+      names += (i == 0 ? "" : i + 1 == wider.size() ? " and " : ", ") + wider[i];
     throw_input_error(a.origin, "dtype",
-                      fmt::format("{} like golden {} ({} needs equal dtypes; mixed, stat_rel_err, close and "
-                                  "cosine also take a golden of another real float type)",
-                                  dtype_name(g.dtype), g.origin, method_name(m)),
+                      fmt::format("{} like golden {} ({} needs equal dtypes; {} also take a golden of another "
+                                  "real float type)",
+                                  dtype_name(g.dtype), g.origin, def.name, names),
                       dtype_name(a.dtype));
   }
   // Tolerances and ULPs belong to the output dtype: the actual's. A golden kept in f32/f64 (not rounded
@@ -363,27 +274,17 @@ CompareResult compare(const CompareInputs& in, const Route& route) {
     r.pass = true;
     r.reason = "empty tensors";
   } else {
-    switch (m) {
-      case Method::mixed:
-      case Method::stat_rel_err:
-      case Method::close:
-      case Method::cosine: r = cmp::compare_float(a, g, m, tol); break;
-      case Method::binary: r = cmp::compare_binary(a, g); break;
-      case Method::requant: r = cmp::compare_requant(a, g, tol); break;
-      case Method::quant: r = cmp::compare_quant(a, g, tol); break;
-      case Method::cross_check: {
-        if (!in.third) fail("cross_check: expected a third-party tensor (b), got none");
-        const Tensor& b = *in.third;
-        if (b.dtype != g.dtype)
-          throw_input_error(b.origin, "dtype", fmt::format("{} like golden {}", dtype_name(g.dtype), g.origin),
-                            dtype_name(b.dtype));
-        if (b.numel() != n)
-          throw_input_error(b.origin, "element count", fmt::format("{} like golden {}", n, g.origin),
-                            fmt::format("{}", b.numel()));
-        r = cmp::compare_cross(a, g, b, tol);
-        break;
-      }
+    if (def.needs_third) {
+      if (!in.third) fail("{}: expected a third-party tensor (b), got none", def.name);
+      const Tensor& b = *in.third;
+      if (b.dtype != g.dtype)
+        throw_input_error(b.origin, "dtype", fmt::format("{} like golden {}", dtype_name(g.dtype), g.origin),
+                          dtype_name(b.dtype));
+      if (b.numel() != n)
+        throw_input_error(b.origin, "element count", fmt::format("{} like golden {}", n, g.origin),
+                          fmt::format("{}", b.numel()));
     }
+    r = def.run(in, tol);
   }
   r.method = m;
   r.route_source = route.source;

@@ -11,10 +11,19 @@
 
 namespace kc {
 
-enum class Method : std::uint8_t { mixed, stat_rel_err, close, cosine, binary, requant, quant, cross_check };
+// The methods, in the order --help lists them. Each is defined (names, spec keys, default tolerances, dtype
+// rules, pass function: a MethodDef, compare/methods.h) in its family's file; a new method is one word here
+// plus that definition.
+#define KC_COMPARE_METHODS(X) \
+  X(mixed) X(stat_rel_err) X(close) X(cosine) X(binary) X(requant) X(quant) X(cross_check)
 
-// CLI names: mixed stat_rel_err close cosine binary requant quant cross_check.
-// Spec `standard` names: mix_tolerance stat_rel_err binary_equal quant cross_check (also accepted: CLI names).
+enum class Method : std::uint8_t {
+#define KC_METHOD_ENUM(m) m,
+  KC_COMPARE_METHODS(KC_METHOD_ENUM)
+#undef KC_METHOD_ENUM
+};
+
+// CLI names and spec `standard` names (the seed's spellings, or the CLI name): the MethodDef's.
 const char* method_name(Method m);
 std::optional<Method> parse_method(std::string_view s);
 std::optional<Method> parse_spec_standard(std::string_view s);
@@ -90,7 +99,7 @@ struct CompareResult {
 };
 
 // The method's default tolerances for an output dtype (seed tables A, B, close/cosine/requant/quant
-// defaults, cross_check L1), as a Tolerance with every field the method reads set.
+// defaults, cross_check L1), as a Tolerance with every field the method reads set (MethodDef::defaults).
 Tolerance default_tolerance(Method m, DType d);
 
 struct CompareInputs {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "compare/compare.h"
+#include "compare/methods.h"
 
 namespace kc::cmp {
 
@@ -148,11 +149,9 @@ FloatPassStats float_pass_stats(const Tensor& a, const Tensor& g, Method m, cons
 // For the twin tests and the compare_paths fuzzer.
 std::string pass_stats_difference(const FloatPassStats& x, const FloatPassStats& ref);
 
-// The methods (compare() dispatches here after validating inputs).
-CompareResult compare_float(const Tensor& a, const Tensor& g, Method m, const Tolerance& tol);
-CompareResult compare_binary(const Tensor& a, const Tensor& g);
-CompareResult compare_requant(const Tensor& a, const Tensor& g, const Tolerance& tol);
-CompareResult compare_quant(const Tensor& a, const Tensor& g, const Tolerance& tol);
-CompareResult compare_cross(const Tensor& a, const Tensor& g, const Tensor& b, const Tolerance& tol);
+// The methods' table entries (compare/methods.h), each defined in its family's file.
+#define KC_METHOD_DECL(m) extern const MethodDef m##_method;
+KC_COMPARE_METHODS(KC_METHOD_DECL)
+#undef KC_METHOD_DECL
 
 }  // namespace kc::cmp

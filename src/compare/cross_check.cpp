@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "compare/compare_internal.h"
+#include "compare/methods.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "numeric/formats.h"
@@ -46,8 +47,6 @@ struct Level {
 };
 constexpr Level kLevels[] = {{"L0", 10.0, 2.0, 2.0}, {"L1", 5.0, 1.5, 1.5}, {"L2", 2.0, 1.2, 1.2}};
 constexpr double kSmallRatioLimit = 2.0;
-
-}  // namespace
 
 CompareResult compare_cross(const Tensor& ta, const Tensor& tg, const Tensor& tb, const Tolerance& tol) {
   const DType dt = tg.dtype;
@@ -182,5 +181,25 @@ CompareResult compare_cross(const Tensor& ta, const Tensor& tg, const Tensor& tb
   fill_worst(r, acc.top, ta, tg);
   return r;
 }
+
+bool is_f16_bf16_f32(DType d) { return d == DType::float16 || d == DType::bfloat16 || d == DType::float32; }
+Tolerance cross_defaults(DType) {
+  Tolerance t;
+  t.level = "L1";
+  return t;
+}
+constexpr std::string_view kLevelKey[] = {"level"};
+
+}  // namespace
+
+const MethodDef cross_check_method{
+    .id = Method::cross_check, .name = "cross_check", .standard = "cross_check", .cli = true,
+    .keys = kLevelKey, .csv_keys = {},
+    .defaults = cross_defaults, .auto_for = nullptr, .values = false, .needs_third = true,
+    .outputs = {is_f16_bf16_f32, "an output dtype of float16, bfloat16 or float32"},
+    .spec_tables = {is_f16_bf16_f32, "a float16, bfloat16 or float32 table"},
+    .run = [](const CompareInputs& in, const Tolerance& t) {
+      return compare_cross(*in.actual, *in.golden, *in.third, t);
+    }};
 
 }  // namespace kc::cmp

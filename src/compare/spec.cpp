@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <span>
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "compare/methods.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/suggest.h"
@@ -15,21 +17,22 @@
 namespace kc {
 namespace {
 
-const char* kStandards = "mix_tolerance, stat_rel_err, binary_equal, quant, cross_check (or a CLI method name)";
+// "mix_tolerance, stat_rel_err, binary_equal, quant, cross_check (or a CLI method name)"
+std::string standards_text() {
+  std::string s;
+  for (const MethodDef* m : methods())
+    if (m->standard) s += (s.empty() ? "" : ", ") + std::string(m->standard);
+  return s + " (or a CLI method name)";
+}
 
-// Keys each standard reads (besides `standard`).
-std::vector<std::string_view> allowed_keys(Method m) {
-  switch (m) {
-    case Method::mixed: return {"rtol", "atol", "limit"};
-    case Method::stat_rel_err: return {"threshold"};
-    case Method::close: return {"rtol", "atol", "ptol"};
-    case Method::cosine: return {"rtol"};
-    case Method::requant:
-    case Method::quant: return {"ptol"};
-    case Method::cross_check: return {"level"};
-    case Method::binary: return {};
+// Every spelling `standard` accepts, for "did you mean".
+std::vector<std::string_view> standard_spellings() {
+  std::vector<std::string_view> v;
+  for (const MethodDef* m : methods()) {
+    if (m->standard) v.push_back(m->standard);
+    v.push_back(m->name);
   }
-  return {};
+  return v;
 }
 
 std::string describe(const toml::node& n) {
@@ -44,7 +47,7 @@ std::string describe(const toml::node& n) {
   }
 }
 
-std::string join(const std::vector<std::string_view>& v) {
+std::string join(std::span<const std::string_view> v) {
   std::string s;
   for (auto k : v) s += (s.empty() ? "" : ", ") + std::string(k);
   return s.empty() ? "(none)" : s;
@@ -95,21 +98,22 @@ Spec parse_spec(std::string_view text, const std::string& path) {
       e.dtype = *dt;
       e.where = fmt::format("{} {}", path, table);
       const toml::node* std_node = t->get("standard");
-      if (!std_node) throw_input_error(path, table + " standard", fmt::format("one of {}", kStandards), "nothing");
+      const std::string standards = standards_text();
+      if (!std_node) throw_input_error(path, table + " standard", fmt::format("one of {}", standards), "nothing");
       if (!std_node->is_string())
-        throw_input_error(path, table + " standard", fmt::format("a string, one of {}", kStandards),
+        throw_input_error(path, table + " standard", fmt::format("a string, one of {}", standards),
                           describe(*std_node));
       const std::string sname = *std_node->value<std::string>();
       const auto m = parse_spec_standard(sname);
-      if (!m) throw_input_error(path, table + " standard", fmt::format("one of {}", kStandards), "\"" + sname + "\"");
+      if (!m)
+        throw_input_error(path, table + " standard", fmt::format("one of {}", standards),
+                          "\"" + sname + "\"" + did_you_mean(sname, standard_spellings()));
       e.method = *m;
-      if (*m == Method::quant && *dt != DType::int8 && *dt != DType::int4)
-        throw_input_error(path, table + " standard", "quant only in an int4 or int8 table",
-                          fmt::format("quant for {}", dtype_name(*dt)));
-      if (*m == Method::cross_check && *dt != DType::float16 && *dt != DType::bfloat16 && *dt != DType::float32)
-        throw_input_error(path, table + " standard", "cross_check only in a float16, bfloat16 or float32 table",
-                          fmt::format("cross_check for {}", dtype_name(*dt)));
-      const auto allowed = allowed_keys(*m);
+      const MethodDef& def = method_def(*m);
+      if (!def.spec_tables.admits(*dt))
+        throw_input_error(path, table + " standard", fmt::format("{} only in {}", def.name, def.spec_tables.expected),
+                          fmt::format("{} for {}", def.name, dtype_name(*dt)));
+      const auto allowed = def.keys;
       for (auto&& [k_key, k_node] : *t) {
         const std::string k(k_key.str());
         if (k == "standard") continue;
@@ -125,11 +129,9 @@ Spec parse_spec(std::string_view text, const std::string& path) {
         } else if (k == "ptol") {
           e.tol.ptol = number(k_node, path, field, 1.0);
         } else {
-          const double v = number(k_node, path, field, INFINITY);
-          if (k == "rtol") e.tol.rtol = v;
-          if (k == "atol") e.tol.atol = v;
-          if (k == "limit") e.tol.limit = v;
-          if (k == "threshold") e.tol.threshold = v;
+          const auto f = tolerance_field(k);
+          KC_ASSERT(f, "{}: spec key {} has no Tolerance field", def.name, k);
+          e.tol.*f = number(k_node, path, field, INFINITY);
         }
       }
       spec.entries.push_back(std::move(e));

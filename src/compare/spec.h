@@ -9,8 +9,9 @@
 //   standard = "quant"
 //   ptol = 0.001
 //
-// Overrides each standard accepts: mix_tolerance rtol atol limit; stat_rel_err threshold; close rtol atol
-// ptol; cosine rtol; requant ptol; quant ptol; cross_check level ("L0" | "L1" | "L2"); binary_equal none.
+// Overrides each standard accepts (MethodDef::keys, compare/methods.h): mix_tolerance rtol atol limit;
+// stat_rel_err threshold; close rtol atol ptol; cosine rtol; requant ptol; quant ptol; cross_check level
+// ("L0" | "L1" | "L2"); binary_equal none.
 // Numbers are finite and ≥ 0 (ptol ≤ 1). quant only for int4/int8 tables, cross_check only for float16,
 // bfloat16, float32. Anything else (unknown key, standard, dtype, wrong type) is a kc::Error naming the
 // file, the table path and the expected value.

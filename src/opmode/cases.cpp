@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "compare/methods.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/npy.h"
@@ -320,11 +321,13 @@ Case parse_row(std::string_view file, std::string_view base_dir, const CsvRecord
     c.dtype = *d;
   }
   if (r.has("compare")) {
-    auto m = parse_method(r.get("compare"));
-    if (!m || *m == Method::quant)
-      r.error("compare",
-              "one of mixed, stat_rel_err, close, cosine, binary, requant, cross_check (quant is "
-              "declared only in a spec)");
+    const std::string& name = r.get("compare");
+    auto m = parse_method(name);
+    if (!m || !method_def(*m).cli)
+      throw_input_error(r.at("compare"), "column compare",
+                        fmt::format("one of {} ({} is declared only in a spec)", cli_method_names(),
+                                    spec_only_method_names()),
+                        fmt::format("\"{}\"{}", name, m ? "" : method_suggestion(name)));
     c.compare = *m;
   }
   c.op = r.get("op");

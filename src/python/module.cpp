@@ -10,11 +10,13 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "compare/compare.h"
+#include "compare/methods.h"
 #include "compare/report.h"
 #include "compare/spec.h"
 #include "core/error.h"
@@ -104,10 +106,7 @@ std::optional<Method> method_or_error(const std::optional<std::string>& m) {
   auto r = parse_method(*m);
   if (!r)
     throw nb::value_error(
-        fmt::format("method: expected one of mixed, stat_rel_err, close, cosine, binary, requant, cross_check, "
-                    "got {}",
-                    *m)
-            .c_str());
+        fmt::format("method: expected one of {}, got {}{}", cli_method_names(), *m, method_suggestion(*m)).c_str());
   return r;
 }
 
@@ -158,11 +157,17 @@ std::tuple<std::string, std::string, bool> compare_py(const TensorArg& actual, c
   if (rtol) {
     if (!(*rtol >= 0) || !(*atol >= 0))
       throw nb::value_error(fmt::format("rtol, atol: expected finite values ≥ 0, got {}, {}", *rtol, *atol).c_str());
-    if (r.method != Method::mixed && r.method != Method::close)
-      throw nb::value_error(fmt::format("rtol, atol: expected a method that reads them (mixed, close), got {} "
-                                        "(routed by {})",
-                                        method_name(r.method), r.source)
+    const auto reads = [](const MethodDef& m, std::string_view k) {
+      return std::find(m.keys.begin(), m.keys.end(), k) != m.keys.end();
+    };
+    if (!reads(method_def(r.method), "rtol") || !reads(method_def(r.method), "atol")) {
+      std::string readers;  // "mixed, close"
+      for (const MethodDef* m : methods())
+        if (reads(*m, "rtol") && reads(*m, "atol")) readers += (readers.empty() ? "" : ", ") + std::string(m->name);
+      throw nb::value_error(fmt::format("rtol, atol: expected a method that reads them ({}), got {} (routed by {})",
+                                        readers, method_name(r.method), r.source)
                                 .c_str());
+    }
     r.tol.rtol = *rtol;
     r.tol.atol = *atol;
     if (!torch_rule) r.source += " (rtol, atol given)";
@@ -291,6 +296,41 @@ nb::list list_ops_py() {
     for (const auto& [c, fn] : d.candidates) cands.push_back(c);
     e["candidates"] = cands;
     e["default_candidate"] = d.default_candidate;
+    out.append(e);
+  }
+  return out;
+}
+
+// The method table (compare/methods.h): what kerncheck.METHODS, the CLI help and the docs are checked against.
+nb::list methods_py() {
+  nb::list out;
+  for (const MethodDef* m : methods()) {
+    nb::dict e;
+    e["name"] = std::string(m->name);
+    e["standard"] = m->standard ? nb::cast(std::string(m->standard)) : nb::none();
+    e["cli"] = m->cli;
+    e["default"] = m == &default_method();
+    e["keys"] = std::vector<std::string>(m->keys.begin(), m->keys.end());
+    e["csv_keys"] = std::vector<std::string>(m->csv_keys.begin(), m->csv_keys.end());
+    e["values"] = m->values;
+    e["needs_third"] = m->needs_third;
+    // Per output dtype it can take: its default tolerances ({} for binary), and the dtypes routed to it.
+    nb::dict defaults;
+    std::vector<std::string> auto_for;
+    for (int i = 0; i < kDTypeCount; ++i) {
+      const DType d = static_cast<DType>(i);
+      if (m->auto_for && m->auto_for(d)) auto_for.push_back(dtype_name(d));
+      if (!m->outputs.admits(d) || !m->spec_tables.admits(d)) continue;
+      const Tolerance t = m->defaults(d);
+      nb::dict keys;
+      for (std::string_view k : m->keys) {
+        if (const auto f = tolerance_field(k); f && t.*f) keys[std::string(k).c_str()] = *(t.*f);
+        if (k == "level" && t.level) keys["level"] = *t.level;
+      }
+      defaults[dtype_name(d)] = keys;
+    }
+    e["defaults"] = defaults;
+    e["auto_for"] = auto_for;
     out.append(e);
   }
   return out;
@@ -458,6 +498,7 @@ NB_MODULE(_core, m) {
   m.def("register_candidate", &register_candidate, "op"_a, "name"_a, "fn"_a, "summary"_a = "",
         "Makes fn(inputs: list[ndarray f64], params: dict, out_dtype: str) -> ndarray f64 a candidate of op.");
   m.def("list_ops", &list_ops_py);
+  m.def("methods", &methods_py);
   m.def("judge", &judge_py, "golden"_a, "candidate"_a, "noise"_a, "thresholds"_a.none(), "options"_a, "html"_a,
         "junit"_a, "The judge of `kerncheck test`; returns (JSON report, text report, exit code).");
   m.def("read_corpus", &corpus_py, "path"_a);

@@ -1,4 +1,7 @@
-// mixed, stat_rel_err, close and cosine: one streaming pass over both tensors.
+// The streaming pass of the value methods (mixed, stat_rel_err, close, cosine; their verdicts are in
+// tolerance_methods.cpp and statistic_methods.cpp): one pass over both tensors that accumulates what the
+// method's verdict reads (FloatAcc), with the per-method arithmetic inside the kernels so each stays one
+// fused, vectorised loop.
 //
 // Data path: chunks of kChunk elements run in parallel (fixed boundaries → deterministic merge); inside a
 // chunk, blocks of kBlock elements are decoded into stack doubles, non-finite pairs are classified and
@@ -27,7 +30,7 @@
 #include <tuple>
 #include <utility>
 
-#include "compare/compare_internal.h"
+#include "compare/float_pass.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "numeric/formats.h"
@@ -43,7 +46,6 @@ namespace kc::cmp {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kMixedRatio = 0.99;  // mixed: required matched_ratio
 
 // GCC/Clang vector extensions: 8 doubles per operation (AVX-512: one register; AVX2: two). The helpers
 // are internal and inlined, so the "ABI changes without avx512f" note does not apply.
@@ -293,38 +295,6 @@ inline v8f score32(v8d a, v8d g, v8f vr, v8f va) {
   const v8f a32 = __builtin_convertvector(a, v8f), g32 = __builtin_convertvector(g, v8f);
   return vabsf(a32 - g32) / (vr * vabsf(g32) + va);
 }
-
-struct FloatAcc {
-  std::uint64_t pass = 0;           // mixed/close: |a−g| ≤ atol + rtol·|g| (finite pairs and matches)
-  double sum_rel = 0, max_rel = 0;  // stat_rel_err
-  double dot = 0, norm_a = 0, norm_g = 0;  // cosine (sums of squares)
-  double max_d = 0;                        // largest |a−g| over finite pairs
-  std::size_t arg_max = 0;                 // its first index
-  TopK top;
-  NonFiniteAcc nf;
-  std::array<std::uint64_t, kHistBins> hist{};
-  std::vector<std::uint64_t> qhist;  // quantile histogram (min_passing), empty if unused
-  int q_floor = 1;  // qhist is exact for bins ≥ q_floor; qhist[0] holds every element below it
-
-  // Moves bins [from, q_floor) into bin 0 (bins 1…from−1 are already empty).
-  void fold_below_floor(int from = 1) {
-    std::uint64_t below = 0;  // a local: qhist[0] in the loop would be a store-to-load chain
-    for (int b = from; b < q_floor; ++b) below += qhist[b], qhist[b] = 0;
-    qhist[0] += below;
-  }
-
-  void merge(const FloatAcc& o) {
-    pass += o.pass;
-    sum_rel += o.sum_rel;
-    max_rel = std::max(max_rel, o.max_rel);
-    dot += o.dot, norm_a += o.norm_a, norm_g += o.norm_g;
-    if (o.max_d > max_d) max_d = o.max_d, arg_max = o.arg_max;  // chunks merge in order: ties keep first
-    top.merge(o.top);
-    nf.merge(o.nf);
-    for (int i = 0; i < kHistBins; ++i) hist[i] += o.hist[i];
-    q_floor = std::max(q_floor, o.q_floor);  // qhist: summed in PassShared, folded by float_pass
-  }
-};
 
 // What the chunks of one pass share.
 // q: the chunks' quantile counts, summed under a lock as each chunk ends (integer sums: any order gives the
@@ -1305,15 +1275,8 @@ void run_chunk(FloatAcc& acc, const Tensor& ta, const Tensor& tg, const FloatPar
   }
 }
 
-// Smallest k with k/n ≥ ratio, computed the way the verdict compares (in double).
-std::uint64_t count_for_ratio(std::uint64_t n, double ratio) {
-  auto k = static_cast<std::uint64_t>(std::ceil(ratio * static_cast<double>(n)));
-  while (k > 0 && static_cast<double>(k - 1) / static_cast<double>(n) >= ratio) --k;
-  while (k < n && !(static_cast<double>(k) / static_cast<double>(n) >= ratio)) ++k;
-  return k;
-}
+}  // namespace
 
-// The streaming pass over both tensors, merged in chunk order.
 FloatAcc float_pass(const Tensor& ta, const Tensor& tg, Method m, const Tolerance& tol, FloatPath path,
                     bool lazy_quantiles) {
   const std::size_t n = tg.numel();
@@ -1353,8 +1316,6 @@ FloatAcc float_pass(const Tensor& ta, const Tensor& tg, Method m, const Toleranc
   }
   return acc;
 }
-
-}  // namespace
 
 FloatPassStats float_pass_stats(const Tensor& a, const Tensor& g, Method m, const Tolerance& tol,
                                 FloatPath path, bool lazy_quantiles) {
@@ -1399,161 +1360,20 @@ std::string pass_stats_difference(const FloatPassStats& x, const FloatPassStats&
   return {};
 }
 
-CompareResult compare_float(const Tensor& ta, const Tensor& tg, Method m, const Tolerance& tol) {
-  const std::size_t n = tg.numel();
-  const DType dt = ta.dtype;
-  FloatAcc acc = float_pass(ta, tg, m, tol, FloatPath::fastest, m == Method::mixed);
-  // Lazy quantiles (run_chunk): when min_passing's bin lies below the floor, count every bin.
-  if (m == Method::mixed && acc.nf.total() == 0 && acc.q_floor > 1 &&
-      acc.qhist[0] >= count_for_ratio(n, kMixedRatio))
-    acc = float_pass(ta, tg, m, tol, FloatPath::fastest, false);
-  const FloatParams p{m, dt, is_complex(dt), tol.rtol.value_or(0), tol.atol.value_or(0), false};
-
+CompareResult float_result_begin(const FloatAcc& acc) {
   CompareResult r;
   acc.nf.to_result(r);
-  const std::uint64_t nfm = acc.nf.total();
   std::copy(acc.hist.begin(), acc.hist.end(), std::back_inserter(r.log10_err_hist));
-  const double dn = static_cast<double>(n);
-  const double max_abs = nfm ? kInf : acc.max_d;
-  const std::string nf_reason = fmt::format("{} NaN/Inf mismatches (unbounded error)", nfm);
-
-  switch (m) {
-    case Method::mixed: {
-      const double ratio_req = kMixedRatio;
-      const double matched = static_cast<double>(acc.pass) / dn;
-      const double table_limit = *tol.limit;
-      const double g_at = value_at(tg, acc.arg_max);
-      const double ulp32 = 32 * ulp_of(dt, g_at);
-      // Limit met if max_abs_error ≤ the table value OR ≤ 32 ULP of the dtype at the golden value of the
-      // element that has the max abs error.
-      const double limit = std::max(table_limit, std::isnan(ulp32) ? 0.0 : ulp32);
-      r.params = {{"rtol", p.rtol},
-                  {"atol", p.atol},
-                  {"max_abs_error_limit", table_limit},
-                  {"required_matched_ratio", ratio_req}};
-      add_figure(r, "matched_ratio", matched, ratio_req, ">=");
-      add_figure(r, "max_abs_error", max_abs, limit, "<=");
-      add_figure(r, "nonfinite_mismatches", static_cast<double>(nfm), 0.0, "<=");
-      r.notes.push_back(
-          fmt::format("max_abs_error limit = max(table {}, 32 ULP of {} at golden {} (index {}) "
-                      "= {})",
-                      fmt_g(table_limit), dtype_name(dt), fmt_g(g_at), acc.arg_max, fmt_g(ulp32)));
-      const bool ok_ratio = matched >= ratio_req, ok_max = max_abs <= limit;
-      r.pass = ok_ratio && ok_max && nfm == 0;
-      if (nfm)
-        r.reason = nf_reason;
-      else if (!ok_ratio)
-        r.reason = fmt::format("matched_ratio {} < {}", fmt_g(matched), ratio_req);
-      else if (!ok_max)
-        r.reason = fmt::format("max_abs_error {} > limit {}", fmt_g(max_abs), fmt_g(limit));
-      else
-        r.reason = "all criteria met";
-      if (nfm) {
-        r.min_passing = "none: NaN/Inf mismatches fail at any tolerance";
-      } else {
-        const double s = quantile_at_least(acc.qhist, count_for_ratio(n, ratio_req));
-        r.min_passing = fmt::format("rtol and atol scaled by {:.4g} (rtol={:.4g}, atol={:.4g})", s,
-                                    s * p.rtol, s * p.atol);
-        if (!ok_max) r.min_passing += fmt::format(", and max_abs_error limit >= {}", fmt_g(max_abs));
-        r.notes.push_back(
-            "min_passing scale is a bin edge of a 2^(1/16)-step histogram: at most 4.5% above "
-            "the exact smallest scale");
-      }
-      break;
-    }
-    case Method::stat_rel_err: {
-      const double t = *tol.threshold;
-      r.params = {{"threshold", t}, {"epsilon", 1e-7}};
-      add_figure(r, "nonfinite_mismatches", static_cast<double>(nfm), 0.0, "<=");
-      if (nfm) {
-        r.pass = false;
-        r.reason = nf_reason + "; mere/mare not computed";
-        r.min_passing = "none: NaN/Inf mismatches fail at any threshold";
-        break;
-      }
-      const double mere = acc.sum_rel / dn, mare = acc.max_rel;
-      add_figure(r, "mere", mere, t, "<");
-      add_figure(r, "mare", mare, 10 * t, "<");
-      add_figure(r, "max_abs_error", max_abs);
-      r.pass = mere < t && mare < 10 * t;
-      if (!(mere < t))
-        r.reason = fmt::format("mere {} >= threshold {}", fmt_g(mere), fmt_g(t));
-      else if (!(mare < 10 * t))
-        r.reason = fmt::format("mare {} >= 10·threshold {}", fmt_g(mare), fmt_g(10 * t));
-      else
-        r.reason = "all criteria met";
-      double tp = std::max(mere, mare / 10);
-      while (!(mere < tp && mare < 10 * tp)) tp = std::nextafter(tp, kInf);
-      r.min_passing = fmt::format("threshold {}", fmt_g(tp));
-      break;
-    }
-    case Method::close: {
-      const double ptol = *tol.ptol;
-      const std::uint64_t mismatches = n - acc.pass;
-      const double frac = static_cast<double>(mismatches) / dn;
-      r.params = {{"rtol", p.rtol}, {"atol", p.atol}, {"ptol", ptol}};
-      add_figure(r, "mismatch_fraction", frac, ptol, "<=");
-      add_figure(r, "nonfinite_mismatches", static_cast<double>(nfm), 0.0, "<=");
-      add_figure(r, "max_abs_error", max_abs);
-      r.pass = frac <= ptol && nfm == 0;
-      if (nfm)
-        r.reason = nf_reason;
-      else if (!(frac <= ptol))
-        r.reason = fmt::format("mismatch fraction {} > ptol {}", fmt_g(frac), fmt_g(ptol));
-      else
-        r.reason = "all criteria met";
-      if (nfm) {
-        r.min_passing = "none: NaN/Inf mismatches fail at any tolerance";
-      } else {
-        // Largest allowed mismatch count m (m/n ≤ ptol); the rtol at which at least n − m elements pass.
-        auto allowed = static_cast<std::uint64_t>(std::floor(ptol * dn));
-        while (allowed > 0 && static_cast<double>(allowed) / dn > ptol) --allowed;
-        while (allowed < n && static_cast<double>(allowed + 1) / dn <= ptol) ++allowed;
-        const double rt = quantile_at_least(acc.qhist, n - std::min<std::uint64_t>(allowed, n));
-        r.min_passing = fmt::format("rtol {:.4g} (atol {}, ptol {} fixed)", rt, fmt_g(p.atol), fmt_g(ptol));
-        r.notes.push_back(
-            "min_passing rtol is a bin edge of a 2^(1/16)-step histogram: at most 4.5% above "
-            "the exact smallest rtol");
-      }
-      break;
-    }
-    case Method::cosine: {
-      // Zero norms: both all-zero → identical (cos = 1); only one all-zero → orthogonal (cos = 0).
-      double cosv;
-      if (acc.norm_a == 0 && acc.norm_g == 0) {
-        cosv = 1.0;
-        r.notes.push_back("both tensors are all zero: cosine taken as 1");
-      } else if (acc.norm_a == 0 || acc.norm_g == 0) {
-        cosv = 0.0;
-        r.notes.push_back(
-            fmt::format("{} is all zero: cosine taken as 0", acc.norm_a == 0 ? "actual" : "golden"));
-      } else {
-        cosv = acc.dot / (std::sqrt(acc.norm_a) * std::sqrt(acc.norm_g));
-      }
-      const double rtol = p.rtol;
-      r.params = {{"rtol", rtol}};
-      add_figure(r, "one_minus_cosine", 1 - cosv, rtol, "<=");
-      add_figure(r, "nonfinite_mismatches", static_cast<double>(nfm), 0.0, "<=");
-      add_figure(r, "cosine", cosv);
-      add_figure(r, "max_abs_error", max_abs);
-      r.pass = nfm == 0 && 1 - cosv <= rtol;
-      if (nfm)
-        r.reason = nf_reason;
-      else if (!r.pass)
-        r.reason = fmt::format("1 - cosine {} > rtol {}", fmt_g(1 - cosv), fmt_g(rtol));
-      else
-        r.reason = "all criteria met";
-      r.min_passing = nfm ? "none: NaN/Inf mismatches fail at any tolerance"
-                          : fmt::format("rtol {}", fmt_g(std::max(0.0, 1 - cosv)));
-      if (p.complex) r.notes.push_back("complex: cosine of the real vectors (re, im), i.e. Re(a·conj g)");
-      break;
-    }
-    default:
-      KC_ASSERT(false, "not a float method");
-  }
-  if (p.complex) r.notes.push_back("complex: |a−g| and |g| are complex moduli; worst lists moduli");
-  fill_worst(r, acc.top, ta, tg);
   return r;
+}
+
+std::string nonfinite_reason(std::uint64_t mismatches) {
+  return fmt::format("{} NaN/Inf mismatches (unbounded error)", mismatches);
+}
+
+void float_result_end(CompareResult& r, const FloatAcc& acc, const Tensor& a, const Tensor& g) {
+  if (is_complex(a.dtype)) r.notes.push_back("complex: |a−g| and |g| are complex moduli; worst lists moduli");
+  fill_worst(r, acc.top, a, g);
 }
 
 }  // namespace kc::cmp
