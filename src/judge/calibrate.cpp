@@ -9,8 +9,8 @@
 namespace kc {
 
 bool preferred_statistic(const std::string& key) {
-  std::string s = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1);
-  return s.rfind("kl_", 0) == 0 || s.rfind("flip_rate", 0) == 0 || s == "high_margin_flips";
+  const StatDef* d = statistic_of_key(key);
+  return d && d->preferred;
 }
 
 void require_runs(std::size_t good, std::size_t bad) {
@@ -33,7 +33,13 @@ CalibrationResult calibrate(const std::vector<std::pair<std::string, std::map<st
   };
   for (auto& g : good) keep_common(g.second);
   for (auto& b : bad) keep_common(b.second);
-  keys.erase("nonfinite");  // always a failure, needs no threshold
+  for (const StatDef& d : statistics())
+    if (d.always_fails) keys.erase(d.name);  // overall: a failure in every mode, needs no threshold
+  // The greedy cover fits upper limits: a statistic where lower is worse is left to hand-written limits.
+  for (auto it = keys.begin(); it != keys.end();) {
+    const StatDef* d = statistic_of_key(*it);
+    it = d && !d->higher_is_worse ? keys.erase(it) : std::next(it);
+  }
   std::map<std::string, double> gmax;
   for (auto& k : keys) {
     double m = -INFINITY;

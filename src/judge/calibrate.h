@@ -5,9 +5,10 @@
 // with the largest separation b_rs / G_s over the uncaught runs (overall statistics win ties), and set its
 // limit between G_s and the smallest caught bad value m_s: sqrt(G_s · m_s) (the midpoint when G_s ≤ 0), so
 // every good run passes and every bad run it catches fails. Bad runs no statistic catches are reported.
-// KL and flip statistics (kl_*, flip_rate*, high_margin_flips) are preferred: the others (nll_diff_mean, a
-// perplexity difference that cannot rank variants; delta_p_rms; sigma) are only used for a bad run that no
-// KL or flip statistic catches. Leave-one-out: every run is judged by the limits fitted without it.
+// The statistics marked preferred in metrics/statistics.h (KL and flip statistics: kl_*, flip_rate*,
+// high_margin_flips) come first: the others (nll_diff_mean, a perplexity difference that cannot rank
+// variants; delta_p_rms; sigma) are only used for a bad run that no preferred statistic catches. Only
+// higher-is-worse statistics are fitted; the overall nonfinite is not (it always fails). Leave-one-out: every run is judged by the limits fitted without it.
 // `kerncheck calibrate` requires ≥ 2 good and ≥ 2 bad runs (require_runs) so that leave-one-out means
 // something; the library takes any non-empty sets.
 #pragma once
@@ -42,7 +43,7 @@ struct CalibrationResult {
   // Chosen statistics whose separation rests on a single bad run (it alone exceeds the good maximum).
   std::vector<std::string> rests_on_one;
 };
-bool preferred_statistic(const std::string& key);  // KL and flip statistics
+bool preferred_statistic(const std::string& key);  // the table's `preferred` (KL and flip statistics)
 
 CalibrationResult calibrate(const std::vector<std::pair<std::string, std::map<std::string, double>>>& good,
                             const std::vector<std::pair<std::string, std::map<std::string, double>>>& bad,

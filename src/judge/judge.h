@@ -14,6 +14,7 @@
 #include "golden/golden.h"
 #include "golden/record_logits.h"
 #include "metrics/accumulator.h"
+#include "metrics/statistics.h"
 
 namespace kc {
 
@@ -36,7 +37,8 @@ struct JudgeOptions {
   bool explain = false;                 // text report: every floor test with each noise run's value
 };
 
-// Calibrated limits: statistic key (see stat_table) → largest passing value.
+// Calibrated limits: statistic key (see stat_table) → largest passing value (smallest for a statistic
+// where lower is worse).
 struct Thresholds {
   std::map<std::string, double> limits;
   std::string golden_checksum;  // the golden they were calibrated on ("" = any)
@@ -68,61 +70,13 @@ CandidateInput open_candidate_input(const std::string& path, const Golden& golde
 // here, in the same pass when the fast path applies: a damaged file throws before anything is returned.
 JudgeAccumulator accumulate(const Golden& golden, const CandidateInput& cand, const Logits* ref_logits);
 
-// ---- summaries --------------------------------------------------------------------------------------
-struct KlStats {
-  std::int64_t n = 0;
-  double mean = NAN, stderr_ = NAN, median = NAN, p90 = NAN, p99 = NAN, p999 = NAN, max = NAN;
-};
-
-struct BinCount {
-  std::uint64_t n = 0, flips = 0;
-  double rate = NAN, ci_lo = NAN, ci_hi = NAN;  // Wilson 95 %
-};
-
-struct SplitSummary {
-  std::string kind, name;  // kind: "overall" | "domain" | "depth" | "phase"; name: "prose", "2048", "decode"
-  std::int64_t n = 0, nonfinite = 0, q_other_clamped = 0;
-  KlStats kl;
-  std::uint64_t flips = 0;
-  double flip_rate = NAN;
-  std::array<BinCount, kMarginBins> bins;
-  std::uint64_t high_margin_flips = 0;  // flips with margin > 1
-  double flip_rate_uncertain = NAN;     // flips / positions with margin in (0, 1]
-  std::uint64_t n_uncertain = 0;
-  std::int64_t n_token = 0;
-  double delta_p_mean = NAN, delta_p_stderr = NAN, delta_p_rms = NAN;
-  double ppl_ref = NAN, ppl_cand = NAN, ln_ppl_ratio = NAN, ln_ppl_ratio_stderr = NAN;
-  double sigma = NAN;  // sqrt of the mean per-position variance of δ = lq − lp
-  // Coverage (1 when the candidate reported every golden id).
-  double coverage_ids = NAN, coverage_mass = NAN;
-  std::uint64_t positions_partial = 0, upper_infinite = 0;
-  double kl_upper_mean = NAN;  // NaN when some upper bound is infinite
-  KlStats full_kl;             // n = 0 unless full logits on both sides
-};
-
-struct RunSummary {
-  std::string path;
-  SplitSummary overall;
-  std::vector<SplitSummary> by_domain, by_depth, by_phase;
-  double pinsker_bound = NAN;        // sqrt(½ · mean over segments of Σ_t KL_t)
-  double pinsker_steps = NAN;        // mean scored positions per segment (the T of the bound)
-  double pinsker_max_segment = NAN;  // max over segments of sqrt(½ Σ_t KL_t)
-  double high_kl_threshold = NAN;    // KL above which a position counts as high
-  std::uint64_t high_kl = 0, high_kl_no_flip = 0;
-  double high_kl_no_flip_share = NAN;
-};
-
-RunSummary summarize(const JudgeAccumulator& acc, const std::string& path, double high_kl_threshold = NAN);
-
-// Flat statistic table (thresholds, calibration, noise ratios). Keys: "kl_mean", "kl_median", "kl_p90",
-// "kl_p99", "kl_p999", "kl_max", "flip_rate", "flip_rate_uncertain", "high_margin_flips", "delta_p_rms",
-// "nonfinite" overall, the same prefixed with "domain.NAME.", "phase.NAME." and "depth.LOWER." for splits
-// with at least min_split_center positions, and overall only "sigma", "nll_diff_mean".
-std::map<std::string, double> stat_table(const RunSummary& r, const JudgeOptions& o);
-// The KL median of the run's domain split `name`; NaN when the run has no such domain.
-double domain_median(const RunSummary& s, const std::string& name);
-// m[key], NaN when absent (a statistic of stat_table that the run lacks).
-double stat_or_nan(const std::map<std::string, double>& m, const std::string& key);
+// ---- statistics ----------------------------------------------------------------------------------------
+// Summaries (KlStats, SplitSummary, RunSummary, summarize) are metrics/summary.h; the statistic table
+// (names, thresholds keys, stat_table) is metrics/statistics.h. This is stat_table with the judge's
+// smallest split (min_split_center).
+inline std::map<std::string, double> stat_table(const RunSummary& r, const JudgeOptions& o) {
+  return stat_table(r, o.min_split_center);
+}
 
 // ---- verdict -----------------------------------------------------------------------------------------
 struct Finding {
@@ -148,7 +102,7 @@ struct BinReport {
 // implementation exchangeable with the noise runs under the null.
 struct FloorTest {
   std::string split, kind, name;           // split label ("phase decode"), kind and name as in SplitSummary
-  std::string statistic = "kl_mean";
+  std::string statistic;                   // floor_test_statistic() (metrics/statistics.h): kl_mean
   std::int64_t n = 0;                      // candidate positions with finite KL in the split
   int segments = 0;                        // segments with positions in the split
   double cand = NAN, floor_mean = NAN;     // KL mean of the candidate, mean over the noise runs

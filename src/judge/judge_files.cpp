@@ -17,22 +17,16 @@ namespace kc {
 
 // ---- thresholds -----------------------------------------------------------------------------------------
 namespace {
-// The statistics a limit can name (stat_table in judge.cpp: keep the two in step): per split, with the
-// prefix "", "domain.NAME.", "phase.prefill." / "phase.decode." or "depth.NAME."; and run-wide ones.
-const std::vector<std::string> kSplitStats{"kl_mean", "kl_median", "kl_p90", "kl_p99", "kl_p999", "kl_max",
-                                           "flip_rate", "flip_rate_uncertain", "high_margin_flips",
-                                           "delta_p_rms", "nonfinite"};
-const std::vector<std::string> kRunStats{"sigma", "nll_diff_mean"};
-
+// The statistics a limit can name: the table of metrics/statistics.h, per split (prefix "", "domain.NAME.",
+// "phase.prefill." / "phase.decode." or "depth.NAME.") and run-wide.
 void check_limit_name(const std::string& path, const std::string& key) {
   const std::string field = fmt::format("limits.\"{}\"", key);
+  const std::vector<std::string> split_stats = statistic_names(StatScope::split);
   const auto dot = key.rfind('.');
   if (dot == std::string::npos) {
-    if (std::find(kSplitStats.begin(), kSplitStats.end(), key) != kSplitStats.end() ||
-        std::find(kRunStats.begin(), kRunStats.end(), key) != kRunStats.end())
-      return;
-    std::vector<std::string> all = kSplitStats;
-    all.insert(all.end(), kRunStats.begin(), kRunStats.end());
+    if (find_statistic(key)) return;
+    std::vector<std::string> all = split_stats, run = statistic_names(StatScope::run);
+    all.insert(all.end(), run.begin(), run.end());
     throw_input_error(path, field, "a statistic the judge measures (docs/judge.md)",
                       fmt::format("unknown statistic \"{}\"{}", key, did_you_mean(key, all)));
   }
@@ -45,9 +39,10 @@ void check_limit_name(const std::string& path, const std::string& key) {
                                   did_you_mean(kind, std::vector<std::string>{"domain", "phase", "depth"})));
   if (kind == "phase" && prefix != "phase.prefill." && prefix != "phase.decode.")
     throw_input_error(path, field, "phase.prefill. or phase.decode.", "\"" + prefix + "\"");
-  if (std::find(kSplitStats.begin(), kSplitStats.end(), stat) == kSplitStats.end())
+  const StatDef* d = find_statistic(stat);
+  if (!d || d->scope != StatScope::split)
     throw_input_error(path, field, "a per-split statistic the judge measures (docs/judge.md)",
-                      fmt::format("unknown statistic \"{}\"{}", stat, did_you_mean(stat, kSplitStats, prefix)));
+                      fmt::format("unknown statistic \"{}\"{}", stat, did_you_mean(stat, split_stats, prefix)));
 }
 }  // namespace
 

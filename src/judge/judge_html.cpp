@@ -204,25 +204,9 @@ std::string summary_table(const JudgeReport& r) {
                   const std::string& key) {
     s += row({escape(name), c, f ? fl : "", r.has_floor ? ratio(key) : ""});
   };
-  line("KL mean ± stderr", num(o.kl.mean) + " ± " + num(o.kl.stderr_),
-       f ? num(f->kl.mean) + " ± " + num(f->kl.stderr_) : "", "kl_mean");
-  line("KL median", num(o.kl.median), f ? num(f->kl.median) : "", "kl_median");
-  line("KL p90", num(o.kl.p90), f ? num(f->kl.p90) : "", "kl_p90");
-  line("KL p99", num(o.kl.p99), f ? num(f->kl.p99) : "", "kl_p99");
-  line("KL p99.9", num(o.kl.p999), f ? num(f->kl.p999) : "", "kl_p999");
-  line("KL max", num(o.kl.max), f ? num(f->kl.max) : "", "kl_max");
-  line("flips", fmt::format("{} ({})", o.flips, pct(o.flip_rate)),
-       f ? fmt::format("{} ({})", f->flips, pct(f->flip_rate)) : "", "flip_rate");
-  line("flip rate, margin in (0, 1]", pct(o.flip_rate_uncertain), f ? pct(f->flip_rate_uncertain) : "",
-       "flip_rate_uncertain");
-  line("flips above margin 1 (backstop)", std::to_string(o.high_margin_flips),
-       f ? std::to_string(f->high_margin_flips) : "", "high_margin_flips");
-  line("Δp of the corpus token, RMS", num(o.delta_p_rms), f ? num(f->delta_p_rms) : "", "delta_p_rms");
-  line("perplexity ref → cand", num(o.ppl_ref) + " → " + num(o.ppl_cand),
-       f ? num(f->ppl_ref) + " → " + num(f->ppl_cand) : "", "nll_diff_mean");
-  line("σ of logit error (√ mean var δ)", num(o.sigma), num(r.sigma_floor), "sigma");
-  line("non-finite positions", std::to_string(o.nonfinite), f ? std::to_string(f->nonfinite) : "",
-       "nonfinite");
+  const NumberFormat nf{num, pct};
+  for (const StatDef& d : statistics())
+    line(d.label, d.show(o, nf), d.pooled_floor ? num(r.sigma_floor) : f ? d.show(*f, nf) : "", d.name);
   s += "</table>\n";
   s += "<table class=\"extra\">\n";
   s += row({"Pinsker bound |ΔAcc| ≤ √(½ Σ KL)",

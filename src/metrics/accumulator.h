@@ -6,7 +6,8 @@
 // the wanted ranks are sorted: linear time, exact order statistics).
 //
 // Positions fall into cells (domain × depth bucket × phase); every split the report shows (overall, by
-// domain, by depth, by phase) is a merge of cells.
+// domain, by depth, by phase) is a merge of cells. Their summaries are summary.h; the statistics read off
+// the summaries (names, thresholds keys), statistics.h.
 #pragma once
 #include <array>
 #include <bit>
