@@ -9,6 +9,7 @@
 #endif
 
 #include <algorithm>
+#include <tuple>
 #include <bit>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -110,39 +111,43 @@ void CellStats::add(const PositionRecord& r) {
   }
 }
 
+namespace {
+// Every scalar field of CellStats once, with its shard-file key: merge and the shard JSON walk this list,
+// so a new field is merged, written and read by adding one line here. How a field merges follows its type:
+// counts and bins add, ExactSum merges exactly, double (the maxima) takes the larger.
+constexpr auto kCellFields = std::make_tuple(
+    std::pair{"n", &CellStats::n}, std::pair{"nonfinite", &CellStats::nonfinite},
+    std::pair{"q_other_clamped", &CellStats::q_other_clamped}, std::pair{"kl", &CellStats::kl},
+    std::pair{"kl_sq", &CellStats::kl_sq}, std::pair{"kl_max", &CellStats::kl_max},
+    std::pair{"bin_n", &CellStats::bin_n}, std::pair{"bin_flips", &CellStats::bin_flips},
+    std::pair{"n_token", &CellStats::n_token}, std::pair{"delta_p", &CellStats::delta_p},
+    std::pair{"delta_p_sq", &CellStats::delta_p_sq}, std::pair{"nll_ref", &CellStats::nll_ref},
+    std::pair{"nll_cand", &CellStats::nll_cand}, std::pair{"nll_diff", &CellStats::nll_diff},
+    std::pair{"nll_diff_sq", &CellStats::nll_diff_sq}, std::pair{"n_sigma", &CellStats::n_sigma},
+    std::pair{"sigma2", &CellStats::sigma2}, std::pair{"ids_total", &CellStats::ids_total},
+    std::pair{"ids_covered", &CellStats::ids_covered}, std::pair{"positions_partial", &CellStats::positions_partial},
+    std::pair{"upper_infinite", &CellStats::upper_infinite}, std::pair{"mass", &CellStats::mass},
+    std::pair{"mass_missing", &CellStats::mass_missing}, std::pair{"kl_upper_excess", &CellStats::kl_upper_excess},
+    std::pair{"n_full", &CellStats::n_full}, std::pair{"full_kl", &CellStats::full_kl},
+    std::pair{"full_kl_sq", &CellStats::full_kl_sq}, std::pair{"full_kl_max", &CellStats::full_kl_max});
+
+template <typename F>
+void for_each_cell_field(F&& f) {
+  std::apply([&](const auto&... field) { (f(field.first, field.second), ...); }, kCellFields);
+}
+
+void merge_field(std::uint64_t& a, std::uint64_t b) { a += b; }
+void merge_field(ExactSum& a, const ExactSum& b) { a.merge(b); }
+void merge_field(double& a, double b) { a = std::max(a, b); }
+void merge_field(std::array<std::uint64_t, kMarginBins>& a, const std::array<std::uint64_t, kMarginBins>& b) {
+  for (int i = 0; i < kMarginBins; ++i) a[i] += b[i];
+}
+}  // namespace
+
 void CellStats::merge(const CellStats& o, bool values) {
-  n += o.n;
-  nonfinite += o.nonfinite;
-  q_other_clamped += o.q_other_clamped;
-  kl.merge(o.kl);
-  kl_sq.merge(o.kl_sq);
-  kl_max = std::max(kl_max, o.kl_max);
+  for_each_cell_field([&](const char*, auto member) { merge_field(this->*member, o.*member); });
   if (values) kl_values.insert(kl_values.end(), o.kl_values.begin(), o.kl_values.end());
   flipped_kl.insert(flipped_kl.end(), o.flipped_kl.begin(), o.flipped_kl.end());
-  for (int b = 0; b < kMarginBins; ++b) {
-    bin_n[b] += o.bin_n[b];
-    bin_flips[b] += o.bin_flips[b];
-  }
-  n_token += o.n_token;
-  delta_p.merge(o.delta_p);
-  delta_p_sq.merge(o.delta_p_sq);
-  nll_ref.merge(o.nll_ref);
-  nll_cand.merge(o.nll_cand);
-  nll_diff.merge(o.nll_diff);
-  nll_diff_sq.merge(o.nll_diff_sq);
-  n_sigma += o.n_sigma;
-  sigma2.merge(o.sigma2);
-  ids_total += o.ids_total;
-  ids_covered += o.ids_covered;
-  positions_partial += o.positions_partial;
-  upper_infinite += o.upper_infinite;
-  mass.merge(o.mass);
-  mass_missing.merge(o.mass_missing);
-  kl_upper_excess.merge(o.kl_upper_excess);
-  n_full += o.n_full;
-  full_kl.merge(o.full_kl);
-  full_kl_sq.merge(o.full_kl_sq);
-  full_kl_max = std::max(full_kl_max, o.full_kl_max);
   if (values) full_kl_values.insert(full_kl_values.end(), o.full_kl_values.begin(), o.full_kl_values.end());
 }
 
@@ -574,73 +579,28 @@ ExactSum sum_from(const json& j) {
   return s;
 }
 
+json field_json(std::uint64_t v) { return v; }
+json field_json(double v) { return v; }
+json field_json(const ExactSum& s) { return sum_json(s); }
+json field_json(const std::array<std::uint64_t, kMarginBins>& v) { return v; }
+void field_from(const json& j, std::uint64_t& v) { v = j; }
+void field_from(const json& j, double& v) { v = j; }
+void field_from(const json& j, ExactSum& s) { s = sum_from(j); }
+void field_from(const json& j, std::array<std::uint64_t, kMarginBins>& v) { v = j; }
+
 json cell_json(const CellStats& c) {
   json j;
-  j["n"] = c.n;
-  j["nonfinite"] = c.nonfinite;
-  j["q_other_clamped"] = c.q_other_clamped;
-  j["kl"] = sum_json(c.kl);
-  j["kl_sq"] = sum_json(c.kl_sq);
-  j["kl_max"] = c.kl_max;
+  for_each_cell_field([&](const char* key, auto member) { j[key] = field_json(c.*member); });
   j["n_values"] = c.kl_values.size();
   j["flipped_kl"] = c.flipped_kl;
-  j["bin_n"] = c.bin_n;
-  j["bin_flips"] = c.bin_flips;
-  j["n_token"] = c.n_token;
-  j["delta_p"] = sum_json(c.delta_p);
-  j["delta_p_sq"] = sum_json(c.delta_p_sq);
-  j["nll_ref"] = sum_json(c.nll_ref);
-  j["nll_cand"] = sum_json(c.nll_cand);
-  j["nll_diff"] = sum_json(c.nll_diff);
-  j["nll_diff_sq"] = sum_json(c.nll_diff_sq);
-  j["n_sigma"] = c.n_sigma;
-  j["sigma2"] = sum_json(c.sigma2);
-  j["ids_total"] = c.ids_total;
-  j["ids_covered"] = c.ids_covered;
-  j["positions_partial"] = c.positions_partial;
-  j["upper_infinite"] = c.upper_infinite;
-  j["mass"] = sum_json(c.mass);
-  j["mass_missing"] = sum_json(c.mass_missing);
-  j["kl_upper_excess"] = sum_json(c.kl_upper_excess);
-  j["n_full"] = c.n_full;
-  j["full_kl"] = sum_json(c.full_kl);
-  j["full_kl_sq"] = sum_json(c.full_kl_sq);
-  j["full_kl_max"] = c.full_kl_max;
   return j;
 }
 
 CellStats cell_from(const json& j) {
   CellStats c;
-  c.n = j.at("n");
-  c.nonfinite = j.at("nonfinite");
-  c.q_other_clamped = j.at("q_other_clamped");
-  c.kl = sum_from(j.at("kl"));
-  c.kl_sq = sum_from(j.at("kl_sq"));
-  c.kl_max = j.at("kl_max");
+  for_each_cell_field([&](const char* key, auto member) { field_from(j.at(key), c.*member); });
   c.kl_values.resize(j.at("n_values").get<std::size_t>());
   c.flipped_kl = j.at("flipped_kl").get<std::vector<float>>();
-  c.bin_n = j.at("bin_n");
-  c.bin_flips = j.at("bin_flips");
-  c.n_token = j.at("n_token");
-  c.delta_p = sum_from(j.at("delta_p"));
-  c.delta_p_sq = sum_from(j.at("delta_p_sq"));
-  c.nll_ref = sum_from(j.at("nll_ref"));
-  c.nll_cand = sum_from(j.at("nll_cand"));
-  c.nll_diff = sum_from(j.at("nll_diff"));
-  c.nll_diff_sq = sum_from(j.at("nll_diff_sq"));
-  c.n_sigma = j.at("n_sigma");
-  c.sigma2 = sum_from(j.at("sigma2"));
-  c.ids_total = j.at("ids_total");
-  c.ids_covered = j.at("ids_covered");
-  c.positions_partial = j.at("positions_partial");
-  c.upper_infinite = j.at("upper_infinite");
-  c.mass = sum_from(j.at("mass"));
-  c.mass_missing = sum_from(j.at("mass_missing"));
-  c.kl_upper_excess = sum_from(j.at("kl_upper_excess"));
-  c.n_full = j.at("n_full");
-  c.full_kl = sum_from(j.at("full_kl"));
-  c.full_kl_sq = sum_from(j.at("full_kl_sq"));
-  c.full_kl_max = j.at("full_kl_max");
   if (j.at("n_values").get<std::uint64_t>() > c.n || c.n_full > c.n || c.flipped_kl.size() > c.n)
     throw std::logic_error("value counts exceed the position count");
   c.full_kl_values.resize(c.n_full);
