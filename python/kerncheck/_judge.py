@@ -63,6 +63,7 @@ def test(golden, candidate, noise=(), thresholds=None, *, html=None, junit=None,
     min_positions, min_split_center, min_split_tail, min_uncertain, min_coverage). html/junit/json_path:
     also write those reports. Returns a Report; the verdict does not raise.
     """
+    __tracebackhide__ = True  # pytest: a bad input's error points at the caller
     if isinstance(noise, (str, os.PathLike)):
         noise = [noise]
     js, text, rc = _core.judge(os.fspath(golden), os.fspath(candidate), [os.fspath(p) for p in noise],

@@ -101,8 +101,9 @@ def _why(rep):
     f = rep.decided_by
     if not f or not f.get("failed"):
         return "all checks within their limits"
-    return (f"{f['split']} {f['statistic']} = {_g(f['value'])} > limit {_g(f['limit'])} ({_g(f['ratio'])}x, "
-            f"{f['rule']}): {f['detail']}")
+    what = f['statistic'] if f['split'] == f['statistic'] else f"{f['split']} {f['statistic']}"
+    return (f"{what} = {_g(f['value'])} > limit {_g(f['limit'])} ({_g(f['ratio'])}x, {f['rule']})"
+            + (f": {f['detail']}" if f['detail'] else ""))
 
 
 @pytest.fixture
