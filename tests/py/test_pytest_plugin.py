@@ -138,11 +138,15 @@ def test_model_checks_with_marker_and_json(env, model_files):
                           d / "thresholds.toml", "--json", env.path / "r.json"], capture_output=True, text=True)
     assert ref.returncode == 1
     dec = json.loads((env.path / "r.json").read_text())["decided_by"]
-    assert f"broken.safetensors vs {d}/golden.safetensors: FAIL: {dec['split']} {dec['statistic']}" in out
+    what = dec["statistic"] if dec["split"] == dec["statistic"] else f"{dec['split']} {dec['statistic']}"
+    assert f"broken.safetensors vs {d}/golden.safetensors: FAIL: {what} = " in out
     assert 'unexpected keyword \'nosie\' (did you mean "noise"?)' in out
     assert "INCONCLUSIVE: depth" in out and "add noise runs or positions" in out  # the skip's reason
     k = json.loads((env.path / "k.json").read_text())
     assert k["format"] == "kerncheck.pytest" and k["version"] == 1
+    import jsonschema  # requirements.txt; the schema the package ships (docs/schemas.md)
+
+    jsonschema.validate(k, json.loads((ROOT / "python" / "kerncheck" / "schemas" / "pytest.json").read_text()))
     verdicts = {c["test"].split("::")[1]: c["verdict"] for c in k["checks"]}
     assert verdicts == {"test_correct_kernel": "PASS", "test_broken_kernel": "FAIL",
                         "test_weak_floor_is_inconclusive": "INCONCLUSIVE"}
