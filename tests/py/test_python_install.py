@@ -1,7 +1,8 @@
 """`pip install .` builds the package on this machine (scikit-build-core + nanobind compile the C++ core and
 the extension) and the installed package works: imported from the install target (not the build tree),
 it compares tensors, lists the ops and runs the judge's module, and the install's own `kerncheck` command
-(the CLI binary, in the target's bin/) runs.
+(the CLI binary, in the target's bin/) runs, and so does the pytest example through the plugin's entry
+point.
 
 Installs with --no-build-isolation into a temporary --target (the venv stays untouched), so the venv
 needs scikit-build-core and nanobind (requirements.txt). The scikit-build build folder persists under
@@ -63,3 +64,8 @@ def test_pip_install_works(tmp_path):
     t = subprocess.run([str(exe), "compare", tmp_path / "a.npy", tmp_path / "g.npy", "--compare", "cosine"],
                        capture_output=True, text=True, cwd=tmp_path)
     assert t.returncode == 0 and "PASS" in t.stdout, t.stdout + t.stderr
+    # The pytest plugin registers through its entry point (no -p): the example runs from the install.
+    ex = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+                         str(ROOT / "examples" / "test_pytest_example.py")], capture_output=True, text=True,
+                        cwd=tmp_path, env=dict(env, PYTHONPATH=str(target)))
+    assert ex.returncode == 0 and "3 passed, 1 skipped" in ex.stdout, ex.stdout + ex.stderr
