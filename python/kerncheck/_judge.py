@@ -35,6 +35,26 @@ class Report:
         return self.text
 
 
+# test()'s own keywords, offered with the judge's options when a keyword is misspelt.
+_TEST_KEYWORDS = ("noise", "thresholds", "html", "junit", "json_path")
+
+
+def judge_options(options, fn):
+    """The judge's options as numbers for the core; TypeError naming a misspelt keyword ("did you mean")
+    or a value that is not a number."""
+    known = list(_core.judge_option_names())
+    out = {}
+    for k, v in options.items():
+        if k not in known:
+            hint = _core.did_you_mean(k, known + list(_TEST_KEYWORDS))
+            raise TypeError(f"{fn}() got an unexpected keyword argument {k!r}{hint}; keywords: "
+                            f"{', '.join(_TEST_KEYWORDS)}, and the judge's options {', '.join(known)}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"{fn}(): {k}: expected a number, got {type(v).__name__} {v!r}")
+        out[k] = float(v)
+    return out
+
+
 def test(golden, candidate, noise=(), thresholds=None, *, html=None, junit=None, json_path=None, **options):
     """Judges `candidate` (a candidate file or full logits [N, vocab]) against `golden`, as `kerncheck test`.
 
@@ -43,11 +63,12 @@ def test(golden, candidate, noise=(), thresholds=None, *, html=None, junit=None,
     min_positions, min_split_center, min_split_tail, min_uncertain, min_coverage). html/junit/json_path:
     also write those reports. Returns a Report; the verdict does not raise.
     """
+    __tracebackhide__ = True  # pytest: a bad input's error points at the caller
     if isinstance(noise, (str, os.PathLike)):
         noise = [noise]
     js, text, rc = _core.judge(os.fspath(golden), os.fspath(candidate), [os.fspath(p) for p in noise],
                                os.fspath(thresholds) if thresholds is not None else None,
-                               {k: float(v) for k, v in options.items()}, os.fspath(html or ""),
+                               judge_options(options, "test"), os.fspath(html or ""),
                                os.fspath(junit or ""))
     if json_path:
         with open(json_path, "w", encoding="utf-8") as f:

@@ -7,6 +7,7 @@
 #include "cli/command.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/suggest.h"
 
 // kerncheck links the pthread build of OpenBLAS, which the engine runs single-threaded (engine_ops.cpp
 // init_blas: it parallelises over fixed tiles itself). The library's constructor starts a worker thread that
@@ -77,6 +78,9 @@ int main(int argc, char** argv) {
       return kc::kExitBadInput;
     }
   }
-  std::fprintf(stderr, "kerncheck: error: unknown command '%s' (see kerncheck --help)\n", argv[1]);
+  std::vector<std::string> names;
+  for (auto& c : kc::cli::commands()) names.push_back(c.name);
+  std::fprintf(stderr, "kerncheck: error: unknown command '%s'%s (see kerncheck --help)\n", argv[1],
+               kc::did_you_mean(argv[1], names).c_str());
   return kc::kExitBadInput;
 }

@@ -112,4 +112,14 @@ struct CompareInputs {
 // actual vs golden must match for float methods (binary allows integer↔integer, refuses float↔integer).
 CompareResult compare(const CompareInputs& in, const Route& route);
 
+// torch.testing.assert_close's mismatch figures (compare/extremes.cpp): elements not within
+// atol + rtol·|golden| (NaN pairs match only with equal_nan), and the greatest absolute and relative
+// difference among them (flat indices; 0 mismatched: all zero).
+struct Extremes {
+  std::size_t numel = 0, mismatched = 0;
+  double max_abs = 0, max_rel = 0;
+  std::size_t max_abs_index = 0, max_rel_index = 0;
+};
+Extremes extremes(const Tensor& a, const Tensor& g, double rtol, double atol, bool equal_nan);
+
 }  // namespace kc

@@ -352,16 +352,35 @@ std::string render_text(const JudgeReport& r) {
 
 std::string render_junit(const JudgeReport& r) {
   auto esc = [](const std::string& s) { return xml_escape(s); };  // valid UTF-8, no raw controls
+  auto stem = [](const std::string& p) {
+    const std::string b = p.substr(p.find_last_of('/') + 1);
+    return b.substr(0, b.find('.')).empty() ? b : b.substr(0, b.find('.'));
+  };
   int failures = 0;
   for (auto& f : r.findings) failures += f.failed;
   bool inconclusive = r.verdict == Verdict::inconclusive;
+  // Names from the golden, candidate and variant, so several runs in one CI job stay apart.
+  const std::string& variant = r.candidate_made_by.variant;
+  const std::string suite = fmt::format("kerncheck test {}{} vs {}", stem(r.candidate_path),
+                                        variant.empty() || variant == "-" ? "" : " (" + variant + ")",
+                                        stem(r.golden_path));
+  const std::string cls = fmt::format("kerncheck.{}.{}", stem(r.golden_path), stem(r.candidate_path));
   std::ostringstream o;
   o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  o << fmt::format(
-      "<testsuites><testsuite name=\"kerncheck test\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n",
-      r.findings.size() + 1, failures, inconclusive ? 1 : 0);
-  o << fmt::format("  <testcase classname=\"kerncheck\" name=\"verdict\">");
-  if (r.verdict == Verdict::fail) o << fmt::format("<failure message=\"{}\"/>", esc("FAIL"));
+  o << fmt::format("<testsuites><testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n",
+                   esc(suite), r.findings.size() + 1, failures, inconclusive ? 1 : 0);
+  o << fmt::format("  <testcase classname=\"{}\" name=\"verdict\">", esc(cls));
+  if (r.verdict == Verdict::fail) {
+    // The deciding finding (the report's decided_by: the first failed one).
+    std::string why = "FAIL";
+    for (auto& f : r.findings)
+      if (f.failed) {
+        why = fmt::format("FAIL: {} {} = {} > limit {} ({}x, {}). {}", f.split, f.statistic, g3(f.value),
+                          g3(f.limit), g3(f.ratio), f.rule, f.detail);
+        break;
+      }
+    o << fmt::format("<failure message=\"{}\"/>", esc(why));
+  }
   if (inconclusive) {
     std::string why;
     for (auto& s : r.inconclusive_reasons) why += (why.empty() ? "" : "; ") + s;
@@ -369,7 +388,7 @@ std::string render_junit(const JudgeReport& r) {
   }
   o << "</testcase>\n";
   for (auto& f : r.findings) {
-    o << fmt::format("  <testcase classname=\"kerncheck.{}\" name=\"{}\">", esc(f.rule),
+    o << fmt::format("  <testcase classname=\"{}.{}\" name=\"{}\">", esc(cls), esc(f.rule),
                      esc(f.split + " " + f.statistic));
     if (f.failed)
       o << fmt::format("<failure message=\"{}\"/>",

@@ -412,6 +412,8 @@ int run_demo(const DemoOptions& o) {
 
   // Index page and summary JSON.
   json sj;
+  sj["format"] = "kerncheck.demo-summary";  // schema: python/kerncheck/schemas/demo-summary.json
+  sj["version"] = 1;
   sj["preset"] = o.preset;
   sj["model"] = model;
   sj["golden"] = golden_path;

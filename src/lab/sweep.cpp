@@ -287,6 +287,8 @@ std::string render_sweep_text(const SweepResult& r) {
 
 nlohmann::json sweep_json(const SweepResult& r) {
   json j;
+  j["format"] = "kerncheck.sweep";  // schema: python/kerncheck/schemas/sweep.json (docs/schemas.md)
+  j["version"] = 1;
   j["tensor"] = r.tensor;
   j["base"] = r.base;
   j["model"] = r.model;

@@ -20,6 +20,7 @@
 #include "compare/report.h"
 #include "compare/spec.h"
 #include "core/error.h"
+#include "core/suggest.h"
 #include "opmode/cases.h"
 #include "golden/corpus.h"
 #include "golden/golden.h"
@@ -175,6 +176,15 @@ std::tuple<std::string, std::string, bool> compare_py(const TensorArg& actual, c
   CompareResult res = compare(CompareInputs{&a, &g, b ? &*b : nullptr}, r);
   CaseResult cr{name, std::move(res)};
   return {render_json({cr}), render_text(cr), cr.result.pass};
+}
+
+// assert_close's torch-style headline: (numel, mismatched, max_abs, its flat index, max_rel, its flat index).
+std::tuple<std::size_t, std::size_t, double, std::size_t, double, std::size_t> extremes_py(
+    const TensorArg& actual, const TensorArg& golden, double rtol, double atol, bool equal_nan) {
+  Tensor a = tensor_view(actual, std::nullopt, "actual");
+  Tensor g = tensor_view(golden, std::nullopt, "golden");
+  Extremes e = extremes(a, g, rtol, atol, equal_nan);
+  return {e.numel, e.mismatched, e.max_abs, e.max_abs_index, e.max_rel, e.max_rel_index};
 }
 
 // ---- op plugins: Python functions as candidates of the built-in ops ----------------------------------
@@ -338,6 +348,14 @@ nb::list methods_py() {
 
 // ---- judge --------------------------------------------------------------------------------------------
 
+// The judge options test() takes as keywords (kerncheck.test checks names against this list first).
+const std::vector<std::string>& judge_option_names() {
+  static const std::vector<std::string> n = {"kl_factor",     "kl_abs_min",    "alpha",
+                                             "backstop_margin", "min_coverage", "min_positions",
+                                             "min_split_center", "min_split_tail", "min_uncertain"};
+  return n;
+}
+
 JudgeOptions judge_options(const std::map<std::string, double>& o) {
   JudgeOptions j;
   const std::map<std::string, double*> dbl = {{"kl_factor", &j.kl_factor},         {"kl_abs_min", &j.kl_abs_min},
@@ -353,10 +371,9 @@ JudgeOptions judge_options(const std::map<std::string, double>& o) {
     else if (auto it2 = ints.find(k); it2 != ints.end())
       *it2->second = static_cast<std::int64_t>(v);
     else
-      throw nb::type_error(fmt::format("test(): unexpected option {}; expected kl_factor, kl_abs_min, alpha, "
-                                       "backstop_margin, min_coverage, min_positions, min_split_center, "
-                                       "min_split_tail, min_uncertain",
-                                       k)
+      throw nb::type_error(fmt::format("test(): unexpected option {}{}; expected {}", k,
+                                       did_you_mean(k, judge_option_names()),
+                                       fmt::join(judge_option_names(), ", "))
                                .c_str());
   }
   if (!(j.kl_factor >= 1)) fail("kl_factor: expected ≥ 1, got {}", j.kl_factor);
@@ -493,6 +510,8 @@ NB_MODULE(_core, m) {
   m.def("compare", &compare_py, "actual"_a, "golden"_a, "third"_a.none(), "method"_a.none(), "dtype"_a.none(),
         "spec_toml"_a.none(), "spec_label"_a, "op"_a.none(), "rtol"_a.none(), "atol"_a.none(), "name"_a,
         "Routes and compares; returns (JSON of one case as the CLI writes it, text report, pass).");
+  m.def("extremes", &extremes_py, "actual"_a, "golden"_a, "rtol"_a, "atol"_a, "equal_nan"_a,
+        "torch.testing-style mismatch figures: (numel, mismatched, max_abs, index, max_rel, index).");
   m.def("run_cases", &run_cases_py, "csv"_a, "method"_a.none(), "spec_toml"_a.none(), "spec_label"_a,
         "save_dir"_a, "on_case"_a.none(), "Runs a CSV case file; returns (JSON, JUnit XML, passed, failed).");
   m.def("register_candidate", &register_candidate, "op"_a, "name"_a, "fn"_a, "summary"_a = "",
@@ -501,6 +520,10 @@ NB_MODULE(_core, m) {
   m.def("methods", &methods_py);
   m.def("judge", &judge_py, "golden"_a, "candidate"_a, "noise"_a, "thresholds"_a.none(), "options"_a, "html"_a,
         "junit"_a, "The judge of `kerncheck test`; returns (JSON report, text report, exit code).");
+  m.def("judge_option_names", &judge_option_names);
+  m.def("did_you_mean", [](const std::string& got, const std::vector<std::string>& known) {
+    return kc::did_you_mean(got, known);
+  }, "got"_a, "known"_a, "' (did you mean \"x\"?)' for the known word closest to got, or ''.");
   m.def("read_corpus", &corpus_py, "path"_a);
   m.def("read_golden", &golden_py, "path"_a);
   m.def("write_golden_topk", &write_golden_py, "out"_a, "corpus"_a, "k"_a, "vocab"_a, "model_id"_a, "engine"_a,

@@ -1,6 +1,8 @@
 """`pip install .` builds the package on this machine (scikit-build-core + nanobind compile the C++ core and
 the extension) and the installed package works: imported from the install target (not the build tree),
-it compares tensors, lists the ops and runs the judge's module.
+it compares tensors, lists the ops and runs the judge's module, and the install's own `kerncheck` command
+(the CLI binary, in the target's bin/) runs, and so does the pytest example through the plugin's entry
+point.
 
 Installs with --no-build-isolation into a temporary --target (the venv stays untouched), so the venv
 needs scikit-build-core and nanobind (requirements.txt). The scikit-build build folder persists under
@@ -54,3 +56,16 @@ def test_pip_install_works(tmp_path):
     ops = subprocess.run([sys.executable, "-m", "kerncheck", "ops"], capture_output=True, text=True, cwd=tmp_path,
                          env=dict(env, PYTHONPATH=str(target)))
     assert ops.returncode == 0 and "matmul" in ops.stdout, ops.stderr
+    # The wheel installs the CLI: the same commands as build/src/kerncheck (a venv puts it on PATH).
+    exe = target / "bin" / "kerncheck"
+    assert exe.is_file() and os.access(exe, os.X_OK), sorted(p.name for p in target.iterdir())
+    h = subprocess.run([str(exe), "--help"], capture_output=True, text=True, cwd=tmp_path)
+    assert h.returncode == 0 and "test" in h.stdout and "record" in h.stdout, h.stdout + h.stderr
+    t = subprocess.run([str(exe), "compare", tmp_path / "a.npy", tmp_path / "g.npy", "--compare", "cosine"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert t.returncode == 0 and "PASS" in t.stdout, t.stdout + t.stderr
+    # The pytest plugin registers through its entry point (no -p): the example runs from the install.
+    ex = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+                         str(ROOT / "examples" / "test_pytest_example.py")], capture_output=True, text=True,
+                        cwd=tmp_path, env=dict(env, PYTHONPATH=str(target)))
+    assert ex.returncode == 0 and "3 passed, 1 skipped" in ex.stdout, ex.stdout + ex.stderr
