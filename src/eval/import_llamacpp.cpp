@@ -7,7 +7,7 @@
 #include "core/parallel.h"
 #include "eval/importers.h"
 #include "eval/llamacpp_kld.h"
-#include "metrics/fastmath.h"
+#include "numeric/fastmath.h"
 
 namespace kc {
 
