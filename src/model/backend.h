@@ -54,6 +54,7 @@ struct EngineBackend {
                   std::uint32_t order, int rsqrt_bits);
   void (*silu_mul)(const float* gate, const float* up, std::size_t n, float* out, int sigmoid_bits);
   void (*add_inplace)(float* y, const float* x, std::size_t n);
+  void (*sigmoid_gate)(float* x, const float* gate, std::size_t n);
   // RoPE (engine_ops.h).
   void (*rope_tables)(std::span<const float> inv_freq, std::size_t pos0, std::size_t n_pos, float* cos_t,
                       float* sin_t, int angle_bits);

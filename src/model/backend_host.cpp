@@ -63,6 +63,7 @@ const EngineBackend& host_backend() {
       .rmsnorm = engine::rmsnorm,
       .silu_mul = engine::silu_mul,
       .add_inplace = engine::add_inplace,
+      .sigmoid_gate = engine::sigmoid_gate,
       .rope_tables = engine::rope_tables,
       .rope_rotate_half = engine::rope_rotate_half,
       .rope_adjacent_pairs = engine::rope_adjacent_pairs,

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "core/parallel.h"
 
 namespace kc {
 
@@ -160,9 +159,7 @@ void HybridModel::attention_block(std::size_t il, HybridState& st, std::size_t T
                            hook_ ? &hook_ : nullptr, L, kernel_);
   report("attn.ctx", L, p0, T, qs, s.ctx.data());
   report("attn.gate", L, p0, T, qs, s.gate_a.data());
-  parallel_for(T, 64, [&](std::size_t, std::size_t t0, std::size_t t1) {  // sigmoid output gate
-    for (std::size_t i = t0 * qs; i < t1 * qs; ++i) s.ctx[i] *= 1.0f / (1.0f + std::exp(-s.gate_a[i]));
-  });
+  ops_->sigmoid_gate(s.ctx.data(), s.gate_a.data(), T * qs);  // the output gate
   report("attn.gated", L, p0, T, qs, s.ctx.data());
   project_residual(s.ctx.data(), T, qs, w.wo, s, "attn.out", L);
 }

@@ -266,6 +266,12 @@ void add_inplace(float* y, const float* x, std::size_t n) {
   });
 }
 
+void sigmoid_gate(float* x, const float* gate, std::size_t n) {
+  parallel_for(n, kPointwiseChunk, [&](std::size_t, std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) x[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
+  });
+}
+
 void softmax_rows(float* x, std::size_t rows, std::size_t n) {
   parallel_for(rows, rows_per_chunk(n), [&](std::size_t, std::size_t r0, std::size_t r1) {
     for (std::size_t r = r0; r < r1; ++r) {

@@ -101,6 +101,10 @@ void silu_mul(const float* gate, const float* up, std::size_t n, float* out, int
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, std::size_t n);
 
+// x[i] *= sigmoid(gate[i]) = 1 / (1 + exp(-gate[i])) with libm's std::exp (the hybrid's attention output
+// gate, as transformers computes it).
+void sigmoid_gate(float* x, const float* gate, std::size_t n);
+
 // Softmax of each row in place (max-subtracted; sum in f32 in index order).
 void softmax_rows(float* x, std::size_t rows, std::size_t n);
 
