@@ -64,7 +64,7 @@ run hybrid.block64 "${H[@]}" f32 --prefill-block 64
 fi
 if [ -n "${3:-}" ]; then
   CL=$(realpath "$3")
-  ids=$(seq 1 3 700 | tr '\n' ' ')  # 234 tokens: every fixture's vocab is larger than 700
+  ids=$(seq 1 2 467 | tr '\n' ' ')  # 234 tokens: every fixture's vocab is 512 or larger
   for fx in "$ROOT"/tests/data/fixtures/*/; do
     [ -f "$fx/config.json" ] || continue
     n=$(basename "$fx")
