@@ -143,11 +143,12 @@ void row_tile(const Tile& t, const float* x, std::size_t k, const RowGemmOp& op,
   const std::size_t n = op.n;
   sgemm_nt_ordered(x + t.r0 * k, k, op.w + t.c0 * k, k, op.y + t.r0 * n + t.c0, n, t.r1 - t.r0, t.c1 - t.c0,
                    k, order);
-  for (std::size_t r = t.r0; r < t.r1; ++r)
-    for (std::size_t c = t.c0; c < t.c1; ++c) {
-      if (op.bias) op.y[r * n + c] += op.bias[c];
-      if (op.residual) op.residual[r * n + c] += op.y[r * n + c];
-    }
+  if (op.bias)
+    for (std::size_t r = t.r0; r < t.r1; ++r)
+      for (std::size_t c = t.c0; c < t.c1; ++c) op.y[r * n + c] += op.bias[c];
+  if (op.residual)
+    for (std::size_t r = t.r0; r < t.r1; ++r)
+      for (std::size_t c = t.c0; c < t.c1; ++c) op.residual[r * n + c] += op.y[r * n + c];
 }
 
 }  // namespace
