@@ -85,5 +85,16 @@ TEST(EngineGemmRows, OneColumnTileMatchesScalarTwin) {
   expect_twin(x, m, k, w, n, y);
 }
 
+TEST(EngineSigmoidGate, MatchesScalarTwin) {
+  const std::size_t n = 70000;  // more than one pointwise chunk
+  const auto x = random_vec(n, 11, 2.0f), g = random_vec(n, 12, 4.0f);
+  std::vector<float> y = x;
+  sigmoid_gate(y.data(), g.data(), n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double ref = x[i] / (1.0 + std::exp(-static_cast<double>(g[i])));
+    ASSERT_NEAR(y[i], ref, 4 * kEps * std::abs(ref) + 1e-30) << i;
+  }
+}
+
 }  // namespace
 }  // namespace kc::engine
