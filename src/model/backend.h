@@ -81,8 +81,9 @@ struct EngineBackend {
                         const float* beta, std::size_t T, const engine::GdnShape& sh, float* state,
                         float* out);
   // MoE dispatch: router, top-k, experts, shared expert (engine_moe.h).
-  void (*moe_ffn)(const float* xn, std::size_t T, const engine::MoeWeights& w, float* out, std::uint32_t order,
-                  int sigmoid_bits, const engine::TensorHook* hook, int layer, std::size_t pos0);
+  void (*moe_ffn)(const float* xn, std::size_t T, const engine::MoeWeights& w, float* out,
+                  std::uint32_t order, int sigmoid_bits, const engine::TensorHook* hook, int layer,
+                  std::size_t pos0);
 };
 
 // The host (CPU) implementation: src/ops's kernels and model/dequant's quant_gemv.

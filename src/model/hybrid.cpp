@@ -72,7 +72,7 @@ void HybridModel::norm(const std::vector<float>& w, const float* x, std::size_t 
   w1.resize(w.size());
   for (std::size_t i = 0; i < w.size(); ++i) w1[i] = 1.0f + w[i];
   ops_->rmsnorm(x, w1.data(), rows, d, config_.rms_eps * kernel_.bugs.norm_eps_factor, y, kernel_.order,
-                  kernel_.bugs.norm_rsqrt_bits);
+                kernel_.bugs.norm_rsqrt_bits);
 }
 
 void HybridModel::gdn_block(std::size_t il, HybridState& st, std::size_t T, bool decode_step, bool store,
@@ -93,10 +93,10 @@ void HybridModel::gdn_block(std::size_t il, HybridState& st, std::size_t T, bool
   report("gdn.proj", L, p0, T, P, s.proj.data());
   report("gdn.ba", L, p0, T, 2 * Hv, s.ba.data());
   ops_->gdn_causal_conv1d_silu({s.proj.data(), P}, T, CD, w.conv.data(), c.conv_kernel, st.conv[il].data(),
-                                 s.y.data());
+                               s.y.data());
   report("gdn.conv", L, p0, T, CD, s.y.data());
   ops_->gdn_gates({s.ba.data() + Hv, 2 * Hv}, {s.ba.data(), 2 * Hv}, w.A_log.data(), w.dt_bias.data(), T,
-                    Hv, s.g.data(), s.beta.data());
+                  Hv, s.g.data(), s.beta.data());
   for (std::size_t t = 0; t < T; ++t)  // q̂, k̂: L2-normalised per head (f32), one region for both
     std::memcpy(&s.qk[t * 2 * KD], &s.y[t * CD], 2 * KD * sizeof(float));
   ops_->gdn_l2norm_rows(s.qk.data(), T * 2 * Hk, dk, dk);
@@ -156,7 +156,7 @@ void HybridModel::attention_block(std::size_t il, HybridState& st, std::size_t T
   report("attn.v", L, p0, T, kvs, v_new);
   const engine::AttentionShape shape{nH, c.n_kv_heads, hd};
   ops_->attention_causal(s.aq.data(), T, p0, st.k[il].data(), st.v[il].data(), shape, s.ctx.data(),
-                           hook_ ? &hook_ : nullptr, L, kernel_);
+                         hook_ ? &hook_ : nullptr, L, kernel_);
   report("attn.ctx", L, p0, T, qs, s.ctx.data());
   report("attn.gate", L, p0, T, qs, s.gate_a.data());
   ops_->sigmoid_gate(s.ctx.data(), s.gate_a.data(), T * qs);  // the output gate

@@ -76,7 +76,7 @@ void LlamaModel::linear(const float* x, std::size_t T, std::size_t k, std::span<
 
 void LlamaModel::norm(const float* x, const float* w, std::size_t rows, std::size_t d, float* y) const {
   ops_->rmsnorm(x, w, rows, d, config_.rms_eps * kernel_.bugs.norm_eps_factor, y, kernel_.order,
-                  kernel_.bugs.norm_rsqrt_bits);
+                kernel_.bugs.norm_rsqrt_bits);
 }
 
 void LlamaModel::report(std::string_view name, int layer, std::size_t pos0, std::size_t rows,
@@ -115,7 +115,7 @@ void LlamaModel::attention_block(std::size_t il, LlamaState& st, std::size_t T, 
 
   const engine::AttentionShape shape{c.n_heads, c.n_kv_heads, hd};
   ops_->attention_causal(s.q.data(), T, p0, st.k[il].data(), st.v[il].data(), shape, s.ctx.data(),
-                           hook_ ? &hook_ : nullptr, L, kernel_);  // ctx [T, nH·hd]
+                         hook_ ? &hook_ : nullptr, L, kernel_);  // ctx [T, nH·hd]
   report("attn.ctx", L, p0, T, qs, s.ctx.data());
   const LinearOp o = op(w.wo, ql ? &ql->wo : nullptr, D, s.o.data());
   linear(s.ctx.data(), T, qs, {&o, 1});  // o [T, D]

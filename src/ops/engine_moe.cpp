@@ -24,7 +24,8 @@ void moe_ffn(const float* xn, std::size_t T, const MoeWeights& w, float* out, st
     std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return p[a] > p[b]; });
     float sum = 0;
     for (std::size_t j = 0; j < K; ++j) sum += p[idx[j]];
-    for (std::size_t j = 0; j < K; ++j) routed[idx[j]].push_back({t, w.norm_topk ? p[idx[j]] / sum : p[idx[j]]});
+    for (std::size_t j = 0; j < K; ++j)
+      routed[idx[j]].push_back({t, w.norm_topk ? p[idx[j]] / sum : p[idx[j]]});
   }
   std::fill(out, out + T * D, 0.0f);
   std::vector<float> xe, ye, gu, act;
@@ -32,7 +33,8 @@ void moe_ffn(const float* xn, std::size_t T, const MoeWeights& w, float* out, st
     const auto& r = routed[e];
     if (r.empty()) continue;
     xe.resize(r.size() * D), ye.resize(r.size() * D);
-    for (std::size_t j = 0; j < r.size(); ++j) std::memcpy(&xe[j * D], &xn[r[j].first * D], D * sizeof(float));
+    for (std::size_t j = 0; j < r.size(); ++j)
+      std::memcpy(&xe[j * D], &xn[r[j].first * D], D * sizeof(float));
     gu.resize(r.size() * 2 * Im);
     gemm_nt(xe.data(), r.size(), D, w.expert_gate_up + e * 2 * Im * D, 2 * Im, gu.data(), nullptr, order);
     act.resize(r.size() * Im);

@@ -24,7 +24,8 @@ void expect_twin(const std::vector<float>& x, std::size_t m, std::size_t k, cons
         ref += static_cast<double>(x[i * k + p]) * w[j * k + p];
         mag += std::abs(static_cast<double>(x[i * k + p]) * w[j * k + p]);
       }
-      ASSERT_NEAR(y[i * n + j], ref, 2 * (k + 1) * kEps * mag + 1e-30) << "m " << m << " i " << i << " j " << j;
+      ASSERT_NEAR(y[i * n + j], ref, 2 * (k + 1) * kEps * mag + 1e-30)
+          << "m " << m << " i " << i << " j " << j;
     }
 }
 
@@ -33,8 +34,10 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST(EngineGemmRows, MatchesScalarTwin) {
-  for (auto [m, k, n] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 96, 300}, {37, 96, 130},
-                         {600, 33, 65}, {512, 40, 192}}) {
+  for (auto [m, k, n] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 96, 300},
+                         {37, 96, 130},
+                         {600, 33, 65},
+                         {512, 40, 192}}) {
     const auto x = random_vec(m * k, 1), w = random_vec(n * k, 2);
     std::vector<float> y(m * n);
     const RowGemmOp op{w.data(), n, y.data()};

@@ -31,11 +31,12 @@ TEST(EngineMoe, MatchesScalarTwin) {
   const std::size_t T = 37, D = 48, E = 6, K = 2, Im = 24, Fs = 40;
   const auto xn = random_vec(T * D, 1), router = random_vec(E * D, 2, 0.5f);
   const auto gu = random_vec(E * 2 * Im * D, 3, 0.2f), down = random_vec(E * D * Im, 4, 0.2f);
-  const auto sg = random_vec(Fs * D, 5, 0.2f), su = random_vec(Fs * D, 6, 0.2f), sd = random_vec(D * Fs, 7, 0.2f);
+  const auto sg = random_vec(Fs * D, 5, 0.2f), su = random_vec(Fs * D, 6, 0.2f),
+             sd = random_vec(D * Fs, 7, 0.2f);
   const auto sgw = random_vec(D, 8, 0.2f);
   for (bool norm_topk : {true, false}) {
-    const MoeWeights w{D, E, K, Im, Fs, norm_topk, router.data(), gu.data(), down.data(), sg.data(), su.data(),
-                       sd.data(), sgw.data()};
+    const MoeWeights w{D,         E,           K,         Im,        Fs,        norm_topk, router.data(),
+                       gu.data(), down.data(), sg.data(), su.data(), sd.data(), sgw.data()};
     std::vector<float> out(T * D), out3(T * D);
     set_thread_count(1);
     int router_events = 0;
