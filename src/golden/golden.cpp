@@ -18,7 +18,7 @@
 #include "core/hash.h"
 #include "core/mapped_file.h"
 #include "core/parallel.h"
-#include "metrics/fastmath.h"
+#include "numeric/fastmath.h"
 #include "io/safetensors.h"
 
 // The row scans are plain loops that GCC vectorises; it picks 256-bit vectors on this CPU by default

@@ -7,7 +7,7 @@
 #include "core/parallel.h"
 #include "golden/importers.h"
 #include "golden/llamacpp_kld.h"
-#include "metrics/fastmath.h"
+#include "numeric/fastmath.h"
 
 namespace kc {
 

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/parallel.h"
-#include "metrics/fastmath.h"
+#include "numeric/fastmath.h"
 #include "numeric/formats.h"
 
 namespace kc {

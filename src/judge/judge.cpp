@@ -16,7 +16,7 @@
 #include "core/parallel.h"
 #include "model/variant.h"
 #include "io/safetensors.h"
-#include "metrics/fastmath.h"
+#include "numeric/fastmath.h"
 
 // The per-position loops are plain loops that GCC vectorises; it picks 256-bit vectors on this CPU by
 // default (-mprefer-vector-width=256), half the lanes AVX-512 has for them.

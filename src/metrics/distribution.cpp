@@ -7,7 +7,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "metrics/fastmath.h"
+#include "numeric/fastmath.h"
 
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -41,24 +41,9 @@ inline double other_term(double p_o, double lp_o, double ln_q_o) {
 typedef float V16f __attribute__((vector_size(4 * kScoreRows)));
 typedef std::int32_t V16i __attribute__((vector_size(4 * kScoreRows)));
 
-// fastmath::exp_f32's reduction, polynomial and scaling on lanes already clamped to [−87.3, 88].
-inline V16f exp16_clamped(V16f xc) {
-  const float magic = 12582912.0f;
-  V16f t = xc * 1.44269504088896341f + magic;
-  V16f n = t - magic;
-  V16f r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  V16f p = V16f{} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  V16i ni = __builtin_convertvector(n, V16i);
-  return p * reinterpret_cast<V16f>((ni + 127) << 23);
-}
-constexpr float kExpHi = 88.0f, kExpLo = -87.3f;
+// fastmath::exp_f32's arithmetic (exp_core) on lanes already clamped to its range.
+inline V16f exp16_clamped(V16f xc) { return fastmath::exp_core<false, V16f, V16i>(xc); }
+constexpr float kExpHi = fastmath::kExpF32Hi, kExpLo = fastmath::kExpF32Lo;
 
 // fastmath::exp_f32 on every lane: the same operations, so the same results.
 inline V16f exp16(V16f x) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "model/backend.h"
 #include "ops/engine_ops.h"
 
 namespace kc {
@@ -52,6 +53,13 @@ class CausalLM {
   virtual void for_each_weight(const std::function<void(const std::string& name, std::span<float> w)>& fn) = 0;
   // Kernel choices of equal precision (engine::KernelOptions).
   virtual void set_kernel_options(const engine::KernelOptions& o) = 0;
+  // Where the ops run (model/backend.h): chosen once per engine instance, before the first forward pass;
+  // the default is the host.
+  void set_backend(const EngineBackend& b) { ops_ = &b; }
+  const EngineBackend& backend() const { return *ops_; }
+
+ protected:
+  const EngineBackend* ops_ = &host_backend();
 };
 
 struct LoadOptions {

@@ -3,10 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 
 #include "core/error.h"
-#include "core/parallel.h"
 
 namespace kc {
 
@@ -14,63 +12,11 @@ using engine::RowsView;
 using engine::TensorEvent;
 
 namespace {
-
-// GEMM tiles of the prefill (y[m, n] = x[m, k]·w[n, k]ᵀ), functions of (m, n) only, so that every element is
-// computed by the same single-threaded sgemm call for any thread count, and with or without a hook (the
-// fused schedules below run the same calls). Rows in blocks of 256 (smaller row tiles run 20–40% slower
-// at K = 192, and tiles under ~1e6 multiply-adds take OpenBLAS's small-matrix kernel, which rounds
-// differently); columns halved until there are 4 tiles (2 or 4 threads get equal shares) or a tile would
-// fall under 64 columns. hybrid-tiny at 512 rows: every projection 4 tiles, the LM head 32.
-struct Tiles {
-  std::size_t rows, cols, row_tiles, col_tiles;
-  std::size_t count() const { return row_tiles * col_tiles; }
-};
-
-Tiles tiles_of(std::size_t m, std::size_t n) {
-  constexpr std::size_t kRows = 256, kMaxCols = 512, kMinCols = 64, kWant = 4;
-  const std::size_t rt = chunk_count(m, kRows);
-  std::size_t ct = chunk_count(n, kMaxCols);
-  while (rt * ct < kWant && n / (2 * ct) >= kMinCols) ct *= 2;
-  const std::size_t cb = (chunk_count(n, ct) + 15) / 16 * 16;
-  return {kRows, cb, rt, chunk_count(n, cb)};
+// A row-major f32 weight [n, k] (the GEMM's tiles: engine::gemm_rows).
+LinearOp rows(const std::vector<float>& w, std::size_t n, float* y, float* residual = nullptr,
+              bool one_col_tile = false) {
+  return {.rows = w.data(), .n = n, .y = y, .residual = residual, .one_col_tile = one_col_tile};
 }
-
-struct Tile {
-  std::size_t r0, r1, c0, c1;
-};
-
-// fn(tile) for every tile of an [m, n] output, one parallel region.
-template <class Fn>
-void for_tiles(std::size_t m, std::size_t n, Fn&& fn) {
-  const Tiles t = tiles_of(m, n);
-  parallel_for(t.count(), 1, [&](std::size_t i, std::size_t, std::size_t) {
-    const std::size_t r0 = (i / t.col_tiles) * t.rows, c0 = (i % t.col_tiles) * t.cols;
-    fn(Tile{r0, std::min(m, r0 + t.rows), c0, std::min(n, c0 + t.cols)});
-  });
-}
-
-// One tile of y = x·wᵀ: x rows from x_rows (row r0 of the tile at x_rows[0]), y at row stride ldy.
-// order ≠ 0 (`order=SEED`): K in the seed's blocks and order (engine::sgemm_nt_ordered).
-void gemm_tile(const Tile& t, const float* x_rows, std::size_t k, const float* w, float* y, std::size_t ldy,
-               std::uint32_t order) {
-  engine::sgemm_nt_ordered(x_rows, k, w + t.c0 * k, k, y + t.r0 * ldy + t.c0, ldy, t.r1 - t.r0, t.c1 - t.c0,
-                           k, order);
-}
-
-// y[m, n] = x[m, k]·w[n, k]ᵀ: prefill tiles above; a decode step (m = 1) is the engine's GEMV.
-void gemm(const float* x, std::size_t m, std::size_t k, const float* w, std::size_t n, float* y,
-          std::uint32_t order) {
-  if (m <= 1) return engine::gemm_nt(x, m, k, w, n, y, nullptr, order);
-  engine::init_blas();
-  for_tiles(m, n, [&](const Tile& t) { gemm_tile(t, x + t.r0 * k, k, w, y, n, order); });
-}
-
-// y[r0:r1, c0:c1] += o[r0:r1, c0:c1] (both [·, ld]).
-void add_tile(const Tile& t, float* y, const float* o, std::size_t ld) {
-  for (std::size_t r = t.r0; r < t.r1; ++r)
-    for (std::size_t c = t.c0; c < t.c1; ++c) y[r * ld + c] += o[r * ld + c];
-}
-
 }  // namespace
 
 std::string HybridModel::architecture() const {
@@ -125,8 +71,8 @@ void HybridModel::norm(const std::vector<float>& w, const float* x, std::size_t 
   thread_local std::vector<float> w1;
   w1.resize(w.size());
   for (std::size_t i = 0; i < w.size(); ++i) w1[i] = 1.0f + w[i];
-  engine::rmsnorm(x, w1.data(), rows, d, config_.rms_eps * kernel_.bugs.norm_eps_factor, y, kernel_.order,
-                  kernel_.bugs.norm_rsqrt_bits);
+  ops_->rmsnorm(x, w1.data(), rows, d, config_.rms_eps * kernel_.bugs.norm_eps_factor, y, kernel_.order,
+                kernel_.bugs.norm_rsqrt_bits);
 }
 
 void HybridModel::gdn_block(std::size_t il, HybridState& st, std::size_t T, bool decode_step, bool store,
@@ -141,28 +87,19 @@ void HybridModel::gdn_block(std::size_t il, HybridState& st, std::size_t T, bool
 
   norm(w.in_norm, s.x.data(), T, D, s.xn.data());
   report("gdn.norm", L, p0, T, D, s.xn.data());
-  if (T <= 1) {
-    engine::gemm_nt(s.xn.data(), T, D, w.w_in.data(), P, s.proj.data(), nullptr, kernel_.order);
-    engine::gemm_nt(s.xn.data(), T, D, w.w_ba.data(), 2 * Hv, s.ba.data(), nullptr, kernel_.order);
-  } else {  // [T, q|k|v|z] and [T, b|a] in one region: the b|a rows ride with column tile 0
-    engine::init_blas();
-    for_tiles(T, P, [&](const Tile& t) {
-      gemm_tile(t, s.xn.data() + t.r0 * D, D, w.w_in.data(), s.proj.data(), P, kernel_.order);
-      if (t.c0 == 0)
-        gemm_tile(Tile{t.r0, t.r1, 0, 2 * Hv}, s.xn.data() + t.r0 * D, D, w.w_ba.data(), s.ba.data(), 2 * Hv,
-                  kernel_.order);
-    });
-  }
+  // [T, q|k|v|z] and [T, b|a] in one region, the narrow b|a in one column tile per row block
+  const LinearOp in[] = {rows(w.w_in, P, s.proj.data()), rows(w.w_ba, 2 * Hv, s.ba.data(), nullptr, true)};
+  ops_->linear(s.xn.data(), T, D, std::span<const LinearOp>(in), gemm_schedule());
   report("gdn.proj", L, p0, T, P, s.proj.data());
   report("gdn.ba", L, p0, T, 2 * Hv, s.ba.data());
-  engine::gdn_causal_conv1d_silu({s.proj.data(), P}, T, CD, w.conv.data(), c.conv_kernel, st.conv[il].data(),
-                                 s.y.data());
+  ops_->gdn_causal_conv1d_silu({s.proj.data(), P}, T, CD, w.conv.data(), c.conv_kernel, st.conv[il].data(),
+                               s.y.data());
   report("gdn.conv", L, p0, T, CD, s.y.data());
-  engine::gdn_gates({s.ba.data() + Hv, 2 * Hv}, {s.ba.data(), 2 * Hv}, w.A_log.data(), w.dt_bias.data(), T,
-                    Hv, s.g.data(), s.beta.data());
+  ops_->gdn_gates({s.ba.data() + Hv, 2 * Hv}, {s.ba.data(), 2 * Hv}, w.A_log.data(), w.dt_bias.data(), T,
+                  Hv, s.g.data(), s.beta.data());
   for (std::size_t t = 0; t < T; ++t)  // q̂, k̂: L2-normalised per head (f32), one region for both
     std::memcpy(&s.qk[t * 2 * KD], &s.y[t * CD], 2 * KD * sizeof(float));
-  engine::gdn_l2norm_rows(s.qk.data(), T * 2 * Hk, dk, dk);
+  ops_->gdn_l2norm_rows(s.qk.data(), T * 2 * Hk, dk, dk);
 
   const engine::GdnShape sh{Hk, Hv, dk, dv};
   float* S = st.S[il].data();
@@ -171,7 +108,7 @@ void HybridModel::gdn_block(std::size_t il, HybridState& st, std::size_t T, bool
     report(name, L, p0 + rows_done - 1, Hv * dk, dv, S);
   };
   if (decode_step) {
-    engine::gdn_recurrent(qv, kv, vv, s.g.data(), s.beta.data(), T, sh, S, s.core.data());
+    ops_->gdn_recurrent(qv, kv, vv, s.g.data(), s.beta.data(), T, sh, S, s.core.data());
     report_state("gdn.state", T);  // stored after every decode step
   } else {
     std::function<void(std::size_t)> after_chunk;
@@ -180,11 +117,11 @@ void HybridModel::gdn_block(std::size_t il, HybridState& st, std::size_t T, bool
         // The state leaves the kernel (is stored) only at the end of a prefill call.
         report_state(store && done == T ? "gdn.state" : "gdn.state.chunk", done);
       };
-    engine::gdn_chunked(qv, kv, vv, s.g.data(), s.beta.data(), T, sh, S, s.core.data(),
-                        engine::GdnOptions{kernel_.gdn_fla_casts}, after_chunk);
+    ops_->gdn_chunked(qv, kv, vv, s.g.data(), s.beta.data(), T, sh, S, s.core.data(),
+                      engine::GdnOptions{kernel_.gdn_fla_casts}, after_chunk);
   }
   report("gdn.core", L, p0, T, VD, s.core.data());
-  engine::gdn_gated_rmsnorm(s.core.data(), {s.proj.data() + CD, P}, T, Hv, dv, w.gdn_norm.data(), c.rms_eps);
+  ops_->gdn_gated_rmsnorm(s.core.data(), {s.proj.data() + CD, P}, T, Hv, dv, w.gdn_norm.data(), c.rms_eps);
   report("gdn.gnorm", L, p0, T, VD, s.core.data());
   project_residual(s.core.data(), T, VD, w.w_out, s, "gdn.out", L);
 }
@@ -201,9 +138,9 @@ void HybridModel::attention_block(std::size_t il, HybridState& st, std::size_t T
 
   norm(w.in_norm, s.x.data(), T, D, s.xn.data());
   report("attn.norm", L, p0, T, D, s.xn.data());
-  gemm(s.xn.data(), T, D, w.wq.data(), 2 * qs, s.qg.data(), kernel_.order);  // per head [query hd | gate hd]
-  gemm(s.xn.data(), T, D, w.wk.data(), kvs, k_new, kernel_.order);
-  gemm(s.xn.data(), T, D, w.wv.data(), kvs, v_new, kernel_.order);
+  const LinearOp qkv[] = {rows(w.wq, 2 * qs, s.qg.data()),  // per head [query hd | gate hd]
+                          rows(w.wk, kvs, k_new), rows(w.wv, kvs, v_new)};
+  ops_->linear(s.xn.data(), T, D, std::span<const LinearOp>(qkv), gemm_schedule());
   for (std::size_t t = 0; t < T; ++t)
     for (std::size_t h = 0; h < nH; ++h) {
       const float* src = &s.qg[t * 2 * qs + h * 2 * hd];
@@ -212,19 +149,17 @@ void HybridModel::attention_block(std::size_t il, HybridState& st, std::size_t T
     }
   norm(w.q_norm, s.aq.data(), T * nH, hd, s.aq.data());
   norm(w.k_norm, k_new, T * c.n_kv_heads, hd, k_new);
-  engine::rope_rotate_half(s.aq.data(), T, nH, hd, c.rot_dim, s.cos_t.data(), s.sin_t.data());
-  engine::rope_rotate_half(k_new, T, c.n_kv_heads, hd, c.rot_dim, s.cos_t.data(), s.sin_t.data());
+  ops_->rope_rotate_half(s.aq.data(), T, nH, hd, c.rot_dim, s.cos_t.data(), s.sin_t.data());
+  ops_->rope_rotate_half(k_new, T, c.n_kv_heads, hd, c.rot_dim, s.cos_t.data(), s.sin_t.data());
   report("attn.q", L, p0, T, qs, s.aq.data());
   report("attn.k", L, p0, T, kvs, k_new);
   report("attn.v", L, p0, T, kvs, v_new);
   const engine::AttentionShape shape{nH, c.n_kv_heads, hd};
-  engine::attention_causal(s.aq.data(), T, p0, st.k[il].data(), st.v[il].data(), shape, s.ctx.data(),
-                           hook_ ? &hook_ : nullptr, L, kernel_);
+  ops_->attention_causal(s.aq.data(), T, p0, st.k[il].data(), st.v[il].data(), shape, s.ctx.data(),
+                         hook_ ? &hook_ : nullptr, L, kernel_);
   report("attn.ctx", L, p0, T, qs, s.ctx.data());
   report("attn.gate", L, p0, T, qs, s.gate_a.data());
-  parallel_for(T, 64, [&](std::size_t, std::size_t t0, std::size_t t1) {  // sigmoid output gate
-    for (std::size_t i = t0 * qs; i < t1 * qs; ++i) s.ctx[i] *= 1.0f / (1.0f + std::exp(-s.gate_a[i]));
-  });
+  ops_->sigmoid_gate(s.ctx.data(), s.gate_a.data(), T * qs);  // the output gate
   report("attn.gated", L, p0, T, qs, s.ctx.data());
   project_residual(s.ctx.data(), T, qs, w.wo, s, "attn.out", L);
 }
@@ -233,119 +168,48 @@ void HybridModel::ffn_block(std::size_t il, std::size_t T, Scratch& s) const {
   const auto& c = config_;
   const auto& w = layers_[il];
   const int L = static_cast<int>(il);
-  const std::size_t D = c.d_model, p0 = s.pos0;
-  if (!c.moe[il] && !hook_ && T > 1) return ffn_fused(il, T, s);
+  const std::size_t D = c.d_model, F = c.d_ff, p0 = s.pos0;
   norm(w.post_norm, s.x.data(), T, D, s.xn.data());
   report("mlp.norm", L, p0, T, D, s.xn.data());
-  auto dense = [&](const float* wg, const float* wu, const float* wd, std::size_t F, const float* x,
-                   std::size_t rows, float* out, bool named) {
-    s.gate.resize(rows * F), s.up.resize(rows * F);
-    if (rows <= 1) {
-      engine::gemm_nt(x, rows, D, wg, F, s.gate.data(), nullptr, kernel_.order);
-      engine::gemm_nt(x, rows, D, wu, F, s.up.data(), nullptr, kernel_.order);
-    } else {  // the tiles of ffn_fused
-      engine::init_blas();
-      for_tiles(rows, F, [&](const Tile& t) {
-        gemm_tile(t, x + t.r0 * D, D, wg, s.gate.data(), F, kernel_.order);
-        gemm_tile(t, x + t.r0 * D, D, wu, s.up.data(), F, kernel_.order);
-      });
-    }
-    if (named)
-      report("mlp.gate", L, p0, rows, F, s.gate.data()), report("mlp.up", L, p0, rows, F, s.up.data());
-    engine::silu_mul(s.gate.data(), s.up.data(), rows * F, s.gate.data(), kernel_.bugs.silu_sigmoid_bits);
-    if (named) report("mlp.act", L, p0, rows, F, s.gate.data());
-    gemm(s.gate.data(), rows, F, wd, D, out, kernel_.order);
-  };
-  if (!c.moe[il]) {
-    dense(w.w_gate.data(), w.w_up.data(), w.w_down.data(), c.d_ff, s.xn.data(), T, s.o.data(), true);
-  } else {
-    // Router: softmax in f32, top-k, renormalised (Qwen3NextTopKRouter); experts in index order, then the
-    // sigmoid-gated shared expert (Qwen3NextSparseMoeBlock).
-    const std::size_t E = c.n_experts, K = c.top_k, Im = c.moe_ff;
-    std::vector<float> probs(T * E);
-    engine::gemm_nt(s.xn.data(), T, D, w.router.data(), E, probs.data(), nullptr, kernel_.order);
-    report("moe.router", L, p0, T, E, probs.data());
-    engine::softmax_rows(probs.data(), T, E);
-    std::vector<std::vector<std::pair<std::size_t, float>>> routed(E);  // expert → (token, weight)
-    std::vector<std::size_t> idx(E);
-    for (std::size_t t = 0; t < T; ++t) {
-      const float* p = &probs[t * E];
-      std::iota(idx.begin(), idx.end(), 0);
-      std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return p[a] > p[b]; });
-      float sum = 0;
-      for (std::size_t j = 0; j < K; ++j) sum += p[idx[j]];
-      for (std::size_t j = 0; j < K; ++j)
-        routed[idx[j]].push_back({t, c.norm_topk ? p[idx[j]] / sum : p[idx[j]]});
-    }
-    std::fill(s.o.begin(), s.o.begin() + T * D, 0.0f);
-    std::vector<float> xe, ye;
-    for (std::size_t e = 0; e < E; ++e) {
-      const auto& r = routed[e];
-      if (r.empty()) continue;
-      xe.resize(r.size() * D), ye.resize(r.size() * D);
-      for (std::size_t j = 0; j < r.size(); ++j)
-        std::memcpy(&xe[j * D], &s.xn[r[j].first * D], D * sizeof(float));
-      s.gate.resize(r.size() * 2 * Im);
-      engine::gemm_nt(xe.data(), r.size(), D, w.ex_gate_up.data() + e * 2 * Im * D, 2 * Im, s.gate.data(), nullptr,
-                      kernel_.order);
-      s.up.resize(r.size() * Im);
-      for (std::size_t j = 0; j < r.size(); ++j)
-        for (std::size_t i = 0; i < Im; ++i) {
-          const float g = s.gate[j * 2 * Im + i];
-          s.up[j * Im + i] = g / (1.0f + std::exp(-g)) * s.gate[j * 2 * Im + Im + i];
-        }
-      engine::gemm_nt(s.up.data(), r.size(), Im, w.ex_down.data() + e * D * Im, D, ye.data(), nullptr,
-                      kernel_.order);
-      for (std::size_t j = 0; j < r.size(); ++j)
-        for (std::size_t i = 0; i < D; ++i) s.o[r[j].first * D + i] += ye[j * D + i] * r[j].second;
-    }
-    std::vector<float> sh(T * D), sg(T);
-    dense(w.sh_gate.data(), w.sh_up.data(), w.sh_down.data(), c.shared_ff, s.xn.data(), T, sh.data(), false);
-    engine::gemm_nt(s.xn.data(), T, D, w.sh_gate_w.data(), 1, sg.data(), nullptr, kernel_.order);
-    for (std::size_t t = 0; t < T; ++t) {
-      const float gt = 1.0f / (1.0f + std::exp(-sg[t]));
-      for (std::size_t i = 0; i < D; ++i) s.o[t * D + i] += gt * sh[t * D + i];
-    }
+  if (c.moe[il]) {
+    const engine::MoeWeights mw{.d = D, .n_experts = c.n_experts, .top_k = c.top_k, .expert_ff = c.moe_ff,
+                                .shared_ff = c.shared_ff, .norm_topk = c.norm_topk, .router = w.router.data(),
+                                .expert_gate_up = w.ex_gate_up.data(), .expert_down = w.ex_down.data(),
+                                .shared_gate = w.sh_gate.data(), .shared_up = w.sh_up.data(),
+                                .shared_down = w.sh_down.data(), .shared_gate_w = w.sh_gate_w.data()};
+    ops_->moe_ffn(s.xn.data(), T, mw, s.o.data(), kernel_.order, kernel_.bugs.silu_sigmoid_bits,
+                  hook_ ? &hook_ : nullptr, L, p0);
+    report("mlp.out", L, p0, T, D, s.o.data());
+    ops_->add_inplace(s.x.data(), s.o.data(), T * D);
+    return;
   }
-  report("mlp.out", L, p0, T, D, s.o.data());
-  engine::add_inplace(s.x.data(), s.o.data(), T * D);
-}
-
-// The dense FFN without a hook, T > 1: the same tiles and kernels as ffn_block, in three regions instead of
-// six (norm; gate, up → silu·up per tile of [T, F]; down_proj → residual per tile of [T, D]).
-void HybridModel::ffn_fused(std::size_t il, std::size_t T, Scratch& s) const {
-  const auto& w = layers_[il];
-  const std::size_t D = config_.d_model, F = config_.d_ff;
   s.gate.resize(T * F), s.up.resize(T * F);
-  norm(w.post_norm, s.x.data(), T, D, s.xn.data());
-  engine::init_blas();
-  for_tiles(T, F, [&](const Tile& t) {
-    gemm_tile(t, s.xn.data() + t.r0 * D, D, w.w_gate.data(), s.gate.data(), F, kernel_.order);
-    gemm_tile(t, s.xn.data() + t.r0 * D, D, w.w_up.data(), s.up.data(), F, kernel_.order);
-    for (std::size_t r = t.r0; r < t.r1; ++r) {
-      float* g = s.gate.data() + r * F + t.c0;
-      engine::silu_mul(g, s.up.data() + r * F + t.c0, t.c1 - t.c0, g, kernel_.bugs.silu_sigmoid_bits);
-    }
-  });
-  project_residual(s.gate.data(), T, F, w.w_down, s, "mlp.out", static_cast<int>(il));
+  const LinearOp gate = rows(w.w_gate, F, s.gate.data()), up = rows(w.w_up, F, s.up.data());
+  if (hook_) {
+    const LinearOp both[] = {gate, up};
+    ops_->linear(s.xn.data(), T, D, std::span<const LinearOp>(both), gemm_schedule());
+    report("mlp.gate", L, p0, T, F, s.gate.data()), report("mlp.up", L, p0, T, F, s.up.data());
+    ops_->silu_mul(s.gate.data(), s.up.data(), T * F, s.gate.data(), kernel_.bugs.silu_sigmoid_bits);
+    report("mlp.act", L, p0, T, F, s.gate.data());
+  } else {
+    ops_->linear_silu(s.xn.data(), T, D, gate, up, gemm_schedule(), kernel_.bugs.silu_sigmoid_bits);
+  }
+  project_residual(s.gate.data(), T, F, w.w_down, s, "mlp.out", L);
 }
 
-// o [T, D] = in [T, k] · wᵀ, then x += o. Without a hook and T > 1 the residual add runs inside the GEMM's
-// tiles (one region, same bits); else as two ops with `name` reported between them.
+// o [T, D] = in [T, k] · wᵀ, then x += o. Without a hook the residual add runs inside the GEMM's tiles (one
+// region, same bits); else as two ops with `name` reported between them.
 void HybridModel::project_residual(const float* in, std::size_t T, std::size_t k, const std::vector<float>& w,
                                    Scratch& s, std::string_view name, int layer) const {
   const std::size_t D = config_.d_model;
-  if (!hook_ && T > 1) {
-    engine::init_blas();
-    for_tiles(T, D, [&](const Tile& t) {
-      gemm_tile(t, in + t.r0 * k, k, w.data(), s.o.data(), D, kernel_.order);
-      add_tile(t, s.x.data(), s.o.data(), D);
-    });
-    return;
+  if (!hook_) {
+    const LinearOp o = rows(w, D, s.o.data(), s.x.data());
+    return ops_->linear(in, T, k, {&o, 1}, gemm_schedule());
   }
-  gemm(in, T, k, w.data(), D, s.o.data(), kernel_.order);
+  const LinearOp o = rows(w, D, s.o.data());
+  ops_->linear(in, T, k, {&o, 1}, gemm_schedule());
   report(name, layer, s.pos0, T, D, s.o.data());
-  engine::add_inplace(s.x.data(), s.o.data(), T * D);
+  ops_->add_inplace(s.x.data(), s.o.data(), T * D);
 }
 
 // One piece of T tokens at st.pos: logits into s.logits [T, V]. `store`: the GDN states leave the layer
@@ -361,7 +225,7 @@ void HybridModel::forward(HybridState& st, std::span<const std::int32_t> tokens,
     std::memcpy(&s.x[t * D], &embed_[static_cast<std::size_t>(tokens[t]) * D], D * sizeof(float));
   report("embed", -1, s.pos0, T, D, s.x.data());
   s.cos_t.resize(T * c.rot_dim / 2), s.sin_t.resize(T * c.rot_dim / 2);
-  engine::rope_tables(inv_freq_, s.pos0, T, s.cos_t.data(), s.sin_t.data(), kernel_.bugs.rope_angle_bits);
+  ops_->rope_tables(inv_freq_, s.pos0, T, s.cos_t.data(), s.sin_t.data(), kernel_.bugs.rope_angle_bits);
   for (std::size_t il = 0; il < c.n_layers; ++il) {
     if (c.full_attention[il])
       attention_block(il, st, T, s);
@@ -377,7 +241,8 @@ void HybridModel::forward(HybridState& st, std::span<const std::int32_t> tokens,
   report("final.norm", -1, s.pos0, T, D, s.xn.data());
   if (!want_logits) return;
   s.logits.resize(T * V);
-  gemm(s.xn.data(), T, D, head.data(), V, s.logits.data(), kernel_.order);
+  const LinearOp lm = rows(head, V, s.logits.data());
+  ops_->linear(s.xn.data(), T, D, {&lm, 1}, gemm_schedule());
   report("logits", -1, s.pos0, T, V, s.logits.data());
 }
 

@@ -121,7 +121,8 @@ class HybridModel : public CausalLM {
                  Scratch& s) const;
   void attention_block(std::size_t il, HybridState& st, std::size_t T, Scratch& s) const;
   void ffn_block(std::size_t il, std::size_t T, Scratch& s) const;
-  void ffn_fused(std::size_t il, std::size_t T, Scratch& s) const;
+  // The GEMMs' schedule: order=SEED (bug:gemm_acc is the packed GEMM's, Llama only).
+  engine::GemmSchedule gemm_schedule() const { return {kernel_.order, 0}; }
   void project_residual(const float* in, std::size_t T, std::size_t k, const std::vector<float>& w, Scratch& s,
                         std::string_view name, int layer) const;
   void norm(const std::vector<float>& w, const float* x, std::size_t rows, std::size_t d, float* y) const;

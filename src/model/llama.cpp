@@ -61,40 +61,22 @@ struct LlamaModel::Scratch {
   }
 };
 
-void LlamaModel::linear(const float* x, std::size_t T, std::size_t k, std::span<const Linear> ops) const {
-  auto quantized = [&](const Linear& op) {
-    if (T != 1 || !op.q || !op.q->data) return false;
-    KC_ASSERT(op.q->rows == op.n && op.q->cols == k, "linear: quantized [{}, {}] for [{}, {}]", op.q->rows,
-              op.q->cols, op.n, k);
-    return true;
-  };
-  auto job = [&](const Linear& op) {
-    return QuantGemv{*op.q, x, op.y, op.row_map && !op.row_map->empty() ? op.row_map->data() : nullptr,
-                     op.bias};
-  };
-  if (std::all_of(ops.begin(), ops.end(), quantized)) {
-    std::vector<QuantGemv> jobs;
-    for (const auto& op : ops) jobs.push_back(job(op));
-    quant_gemv(jobs);
-    return;
-  }
-  std::vector<engine::PackedGemmOp> f32;  // the rest: one packed GEMM of x for all of them
-  for (const auto& op : ops) {
-    if (quantized(op)) {
-      const QuantGemv j = job(op);
-      quant_gemv({&j, 1});
-    } else {
-      KC_ASSERT(op.w.rows() == op.n && op.w.cols() == k, "linear: weight [{}, {}] for [{}, {}]", op.w.rows(),
-                op.w.cols(), op.n, k);
-      f32.push_back({&op.w, op.y, op.bias});
-    }
-  }
-  engine::packed_gemm(x, T, f32, engine::GemmSchedule{kernel_.order, kernel_.bugs.gemm_bf16_every});
+namespace {
+// A packed f32 weight with its quantized copy in the file (or none); row_map empty: rows in order.
+LinearOp op(const engine::PackedMatrix& w, const QuantMatrix* q, std::size_t n, float* y,
+            const float* bias = nullptr, const std::vector<std::uint32_t>* row_map = nullptr) {
+  return {.packed = &w, .n = n, .y = y, .bias = bias, .q = q,
+          .row_map = row_map && !row_map->empty() ? row_map->data() : nullptr};
+}
+}  // namespace
+
+void LlamaModel::linear(const float* x, std::size_t T, std::size_t k, std::span<const LinearOp> ops) const {
+  ops_->linear(x, T, k, ops, engine::GemmSchedule{kernel_.order, kernel_.bugs.gemm_bf16_every});
 }
 
 void LlamaModel::norm(const float* x, const float* w, std::size_t rows, std::size_t d, float* y) const {
-  engine::rmsnorm(x, w, rows, d, config_.rms_eps * kernel_.bugs.norm_eps_factor, y, kernel_.order,
-                  kernel_.bugs.norm_rsqrt_bits);
+  ops_->rmsnorm(x, w, rows, d, config_.rms_eps * kernel_.bugs.norm_eps_factor, y, kernel_.order,
+                kernel_.bugs.norm_rsqrt_bits);
 }
 
 void LlamaModel::report(std::string_view name, int layer, std::size_t pos0, std::size_t rows,
@@ -113,18 +95,18 @@ void LlamaModel::attention_block(std::size_t il, LlamaState& st, std::size_t T, 
   norm(s.x.data(), w.attn_norm.data(), T, D, s.xn.data());  // xn [T, D]
   report("attn.norm", L, p0, T, D, s.xn.data());
   const LlamaQuantLayer* ql = quant_ ? &quant_->layers[il] : nullptr;
-  const Linear qkv[] = {// q [T, nH·hd], k_new and v_new [T, nKV·hd]
-                        {w.wq, ql ? &ql->wq : nullptr, qs, s.q.data(), c.qkv_bias ? w.bq.data() : nullptr,
-                         ql ? &quant_->q_rows : nullptr},
-                        {w.wk, ql ? &ql->wk : nullptr, kvs, k_new, c.qkv_bias ? w.bk.data() : nullptr,
-                         ql ? &quant_->k_rows : nullptr},
-                        {w.wv, ql ? &ql->wv : nullptr, kvs, v_new, c.qkv_bias ? w.bv.data() : nullptr}};
+  const LinearOp qkv[] = {// q [T, nH·hd], k_new and v_new [T, nKV·hd]
+                          op(w.wq, ql ? &ql->wq : nullptr, qs, s.q.data(), c.qkv_bias ? w.bq.data() : nullptr,
+                             ql ? &quant_->q_rows : nullptr),
+                          op(w.wk, ql ? &ql->wk : nullptr, kvs, k_new, c.qkv_bias ? w.bk.data() : nullptr,
+                             ql ? &quant_->k_rows : nullptr),
+                          op(w.wv, ql ? &ql->wv : nullptr, kvs, v_new, c.qkv_bias ? w.bv.data() : nullptr)};
   linear(s.xn.data(), T, D, qkv);
   if (c.qk_norm) {  // Qwen3: RMSNorm over each head's hd dims, before RoPE
     norm(s.q.data(), w.q_norm.data(), T * c.n_heads, hd, s.q.data());
     norm(k_new, w.k_norm.data(), T * c.n_kv_heads, hd, k_new);
   }
-  auto rope = c.rope_style == RopeStyle::rotate_half ? engine::rope_rotate_half : engine::rope_adjacent_pairs;
+  auto rope = c.rope_style == RopeStyle::rotate_half ? ops_->rope_rotate_half : ops_->rope_adjacent_pairs;
   rope(s.q.data(), T, c.n_heads, hd, hd, s.cos_t.data(), s.sin_t.data());
   rope(k_new, T, c.n_kv_heads, hd, hd, s.cos_t.data(), s.sin_t.data());
   report("attn.q", L, p0, T, qs, s.q.data());  // [T, nH·hd] after bias, q-norm, RoPE
@@ -132,13 +114,13 @@ void LlamaModel::attention_block(std::size_t il, LlamaState& st, std::size_t T, 
   report("attn.v", L, p0, T, kvs, v_new);      // [T, nKV·hd] as cached
 
   const engine::AttentionShape shape{c.n_heads, c.n_kv_heads, hd};
-  engine::attention_causal(s.q.data(), T, p0, st.k[il].data(), st.v[il].data(), shape, s.ctx.data(),
-                           hook_ ? &hook_ : nullptr, L, kernel_);  // ctx [T, nH·hd]
+  ops_->attention_causal(s.q.data(), T, p0, st.k[il].data(), st.v[il].data(), shape, s.ctx.data(),
+                         hook_ ? &hook_ : nullptr, L, kernel_);  // ctx [T, nH·hd]
   report("attn.ctx", L, p0, T, qs, s.ctx.data());
-  const Linear o{w.wo, ql ? &ql->wo : nullptr, D, s.o.data()};
+  const LinearOp o = op(w.wo, ql ? &ql->wo : nullptr, D, s.o.data());
   linear(s.ctx.data(), T, qs, {&o, 1});  // o [T, D]
   report("attn.out", L, p0, T, D, s.o.data());
-  engine::add_inplace(s.x.data(), s.o.data(), T * D);
+  ops_->add_inplace(s.x.data(), s.o.data(), T * D);
 }
 
 void LlamaModel::mlp_block(std::size_t il, std::size_t T, Scratch& s) const {
@@ -149,17 +131,17 @@ void LlamaModel::mlp_block(std::size_t il, std::size_t T, Scratch& s) const {
   norm(s.x.data(), w.mlp_norm.data(), T, D, s.xn.data());  // xn [T, D]
   report("mlp.norm", L, p0, T, D, s.xn.data());
   const LlamaQuantLayer* ql = quant_ ? &quant_->layers[il] : nullptr;
-  const Linear gate_up[] = {{w.w_gate, ql ? &ql->w_gate : nullptr, F, s.gate.data()},  // gate [T, F]
-                            {w.w_up, ql ? &ql->w_up : nullptr, F, s.up.data()}};       // up   [T, F]
+  const LinearOp gate_up[] = {op(w.w_gate, ql ? &ql->w_gate : nullptr, F, s.gate.data()),  // gate [T, F]
+                              op(w.w_up, ql ? &ql->w_up : nullptr, F, s.up.data())};       // up   [T, F]
   linear(s.xn.data(), T, D, gate_up);
   report("mlp.gate", L, p0, T, F, s.gate.data());
   report("mlp.up", L, p0, T, F, s.up.data());
-  engine::silu_mul(s.gate.data(), s.up.data(), T * F, s.gate.data(), kernel_.bugs.silu_sigmoid_bits);  // act  [T, F]
+  ops_->silu_mul(s.gate.data(), s.up.data(), T * F, s.gate.data(), kernel_.bugs.silu_sigmoid_bits);  // act  [T, F]
   report("mlp.act", L, p0, T, F, s.gate.data());
-  const Linear down{w.w_down, ql ? &ql->w_down : nullptr, D, s.o.data()};
+  const LinearOp down = op(w.w_down, ql ? &ql->w_down : nullptr, D, s.o.data());
   linear(s.gate.data(), T, F, {&down, 1});  // o    [T, D]
   report("mlp.out", L, p0, T, D, s.o.data());
-  engine::add_inplace(s.x.data(), s.o.data(), T * D);
+  ops_->add_inplace(s.x.data(), s.o.data(), T * D);
 }
 
 void LlamaModel::layer(std::size_t il, LlamaState& st, std::size_t T, Scratch& s) const {
@@ -180,13 +162,13 @@ void LlamaModel::forward(LlamaState& st, std::span<const std::int32_t> tokens, S
   for (std::size_t t = 0; t < T; ++t)  // x [T, D] = embed[tokens]
     weights_.embed_row(static_cast<std::size_t>(tokens[t]), &s.x[t * D]);
   report("embed", -1, s.pos0, T, D, s.x.data());
-  engine::rope_tables(inv_freq_, s.pos0, T, s.cos_t.data(), s.sin_t.data(), kernel_.bugs.rope_angle_bits);  // [T, hd/2]
+  ops_->rope_tables(inv_freq_, s.pos0, T, s.cos_t.data(), s.sin_t.data(), kernel_.bugs.rope_angle_bits);  // [T, hd/2]
   for (std::size_t il = 0; il < c.n_layers; ++il) layer(il, st, T, s);
   st.pos += T;
   norm(s.x.data(), weights_.final_norm.data(), T, D, s.xn.data());
   report("final.norm", -1, s.pos0, T, D, s.xn.data());
   if (!logits) return;
-  const Linear lm{weights_.lm_head, quant_ ? &quant_->lm_head : nullptr, c.n_vocab, s.logits.data()};
+  const LinearOp lm = op(weights_.lm_head, quant_ ? &quant_->lm_head : nullptr, c.n_vocab, s.logits.data());
   linear(s.xn.data(), T, D, {&lm, 1});  // logits [T, V]
   report("logits", -1, s.pos0, T, c.n_vocab, s.logits.data());
 }

@@ -163,17 +163,10 @@ class LlamaModel : public CausalLM {
   void mlp_block(std::size_t il, std::size_t T, Scratch& s) const;
   void layer(std::size_t il, LlamaState& state, std::size_t T, Scratch& s) const;
   void check_tokens(std::span<const std::int32_t> tokens) const;
-  // y [T, n] = x [T, k] · wᵀ (+ bias) for each op of the same x: for one token, quant_gemv on the file's
-  // blocks where q has them (ops that all do share one parallel region), else the packed f32 GEMM.
-  struct Linear {
-    const engine::PackedMatrix& w;  // [n, k] f32
-    const QuantMatrix* q;           // the same matrix in the file, or nullptr / q->data == nullptr
-    std::size_t n;
-    float* y;
-    const float* bias = nullptr;
-    const std::vector<std::uint32_t>* row_map = nullptr;  // q's row of output row r (empty: r)
-  };
-  void linear(const float* x, std::size_t T, std::size_t k, std::span<const Linear> ops) const;
+  // y [T, n] = x [T, k] · wᵀ (+ bias) for each op of the same x (EngineBackend::linear: for one token the
+  // file's quantized blocks where the op has them, else the packed f32 GEMM), with the kernel options' GEMM
+  // schedule.
+  void linear(const float* x, std::size_t T, std::size_t k, std::span<const LinearOp> ops) const;
   // engine::rmsnorm with the model's eps and the kernel options' order and norm bugs.
   void norm(const float* x, const float* w, std::size_t rows, std::size_t d, float* y) const;
   void report(std::string_view name, int layer, std::size_t pos0, std::size_t rows, std::size_t cols,

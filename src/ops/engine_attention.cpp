@@ -61,11 +61,15 @@ float row_max(const float* x, std::size_t n) {
   return m;
 }
 
-// x[j] = exp(x[j] − shift) for j < n; returns Σ_j x[j] summed in Acc (double or float). Two loops: the
-// compiler vectorises each, not the fused one (measured 1.8× slower).
+// x[j] = exp(x[j] − shift) for j < n.
+void exp_shift(float* x, std::size_t n, float shift) {
+  for (std::size_t j = 0; j < n; ++j) x[j] = fastmath::exp_fma(x[j] - shift);
+}
+
+// Σ_j x[j], j < n, summed in Acc (double or float) in kLanes lanes merged pairwise. A loop of its own after
+// exp_shift: the compiler vectorises each, not the fused one (measured 1.8× slower).
 template <typename Acc>
-Acc exp_and_sum(float* x, std::size_t n, float shift) {
-  for (std::size_t j = 0; j < n; ++j) x[j] = exp_poly(x[j] - shift);
+Acc lane_sum(const float* x, std::size_t n) {
   Acc acc[kLanes] = {};
   std::size_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
@@ -81,6 +85,25 @@ void deep_bug(float* s, std::size_t j0, std::size_t n, float f) {
   for (std::size_t j = j0 >= kDeepKeys ? 0 : kDeepKeys - j0; j < n; ++j) s[j] *= f;
 }
 
+// The exact kernels' score step of one row of keys 0 … n_keys-1 (the first `visible` visible): the depth bug,
+// × scale (scale = 0: the GEMM's alpha already scaled it), p = exp(s − exact row max), 0 past `visible`.
+void exact_p_row(float* s, std::size_t visible, std::size_t n_keys, float scale, float deep) {
+  if (deep != 1.0f) deep_bug(s, 0, visible, deep);
+  const float mx = scale != 0.0f ? scale_and_max(s, visible, scale) : row_max(s, visible);
+  exp_shift(s, visible, mx);
+  std::fill(s + visible, s + n_keys, 0.0f);
+}
+
+// The score step of the exact kernels for tile (head h, query rows t0 … t1-1) over keys 0 … pos0+t1-1:
+// s = q·kᵀ (one GEMM), then exact_p_row per row. p: [rows, pos0 + t1].
+void exact_scores(const float* q, std::size_t pos0, const float* k, const Geometry& G, std::size_t h,
+                  std::size_t t0, std::size_t t1, float* p, float deep) {
+  const std::size_t g = h / G.group, rows = t1 - t0, n_keys = pos0 + t1;
+  sgemm_nt_serial(q + t0 * G.q_stride + h * G.hd, G.q_stride, k + g * G.hd, G.kv_stride, p, n_keys, rows,
+                  n_keys, G.hd);
+  for (std::size_t r = 0; r < rows; ++r) exact_p_row(p + r * n_keys, pos0 + t0 + r + 1, n_keys, G.scale, deep);
+}
+
 // One (head h, query rows t0 … t1-1) tile, exact softmax: the row max over every visible key first, then
 // p = exp(s − max), row sum in f64 (16 lanes, merged pairwise), one P·V GEMM, divide.
 void exact_tile(const float* q, std::size_t pos0, const float* k, const float* v, const Geometry& G,
@@ -93,18 +116,9 @@ void exact_tile(const float* q, std::size_t pos0, const float* k, const float* v
   float* p = p_buf.data();
   double row_sum[kAttnBlockRows];
 
-  // s[r, j] = q[t0+r, h] · k[j, g]            [rows, n_keys]
-  sgemm_nt_serial(q + t0 * G.q_stride + h * hd, G.q_stride, k + g * hd, G.kv_stride, p, n_keys, rows, n_keys,
-                  hd);
-  // p[r, j] = exp(s·scale − max) for j ≤ pos0+t0+r, else 0
-  for (std::size_t r = 0; r < rows; ++r) {
-    float* pr = p + r * n_keys;
-    const std::size_t visible = pos0 + t0 + r + 1;
-    if (deep != 1.0f) deep_bug(pr, 0, visible, deep);
-    const float mx = scale_and_max(pr, visible, G.scale);
-    row_sum[r] = exp_and_sum<double>(pr, visible, mx);
-    std::fill(pr + visible, pr + n_keys, 0.0f);
-  }
+  // p[r, j] = exp(q[t0+r, h]·k[j, g]·scale − max) for j ≤ pos0+t0+r, else 0     [rows, n_keys]
+  exact_scores(q, pos0, k, G, h, t0, t1, p, deep);
+  for (std::size_t r = 0; r < rows; ++r) row_sum[r] = lane_sum<double>(p + r * n_keys, pos0 + t0 + r + 1);
   if (hook && *hook)
     (*hook)(TensorEvent{"attn.p", layer, static_cast<int>(h), pos0 + t0, rows, n_keys, {p, rows * n_keys}});
   // out[t0+r, h] = p[r] · v[:, g] / Σ p[r]     [rows, hd]
@@ -135,12 +149,9 @@ void exact_group_tile(const float* q, std::size_t pos0, const float* k, const fl
   // s[i, j] = (qs[i] · k[j, g])·scale          [R, n_keys] (the GEMM's alpha scales)
   sgemm_nt_serial(qs, hd, k + g * hd, G.kv_stride, p, n_keys, R, n_keys, hd, G.scale);
   for (std::size_t i = 0; i < R; ++i) {  // p[i, j] = exp(s − max) for visible j, else 0
-    float* pi = p + i * n_keys;
     const std::size_t visible = pos0 + t0 + i % rows + 1;
-    if (deep != 1.0f) deep_bug(pi, 0, visible, deep);
-    const float mx = row_max(pi, visible);
-    row_sum[i] = exp_and_sum<double>(pi, visible, mx);
-    std::fill(pi + visible, pi + n_keys, 0.0f);
+    exact_p_row(p + i * n_keys, visible, n_keys, 0.0f, deep);
+    row_sum[i] = lane_sum<double>(p + i * n_keys, visible);
   }
   if (hook && *hook)
     for (std::size_t hl = 0; hl < G.group; ++hl)
@@ -202,9 +213,10 @@ void flash_tile(const float* q, std::size_t pos0, const float* k, const float* v
       }
       if (deep != 1.0f) deep_bug(sr, j0, cnt, deep);
       const float m_new = std::max(m[r], scale_and_max(sr, cnt, G.scale));
-      const float sum = exp_and_sum<float>(sr, cnt, m_new);
+      exp_shift(sr, cnt, m_new);
+      const float sum = lane_sum<float>(sr, cnt);
       std::fill(sr + cnt, sr + bw, 0.0f);
-      alpha[r] = exp_poly(m[r] - m_new);  // 0 on the first block (m = -inf)
+      alpha[r] = fastmath::exp_fma(m[r] - m_new);  // 0 on the first block (m = -inf)
       l[r] = l[r] * alpha[r] + sum;       // the row sum takes the unrounded p
       m[r] = m_new;
     }
@@ -233,15 +245,10 @@ void exact_ordered_tile(const float* q, std::size_t pos0, const float* k, const 
   p_buf.resize(rows * n_keys), pv_buf.resize(rows * hd), acc_buf.assign(rows * hd, 0.0f);
   float *p = p_buf.data(), *pv = pv_buf.data(), *acc = acc_buf.data();
   float l[kAttnBlockRows] = {};
-  sgemm_nt_serial(q + t0 * G.q_stride + h * hd, G.q_stride, k + g * hd, G.kv_stride, p, n_keys, rows, n_keys,
-                  hd);
+  exact_scores(q, pos0, k, G, h, t0, t1, p, deep);  // as exact_tile
   for (std::size_t r = 0; r < rows; ++r) {
-    float* pr = p + r * n_keys;
+    const float* pr = p + r * n_keys;
     const std::size_t visible = pos0 + t0 + r + 1;
-    if (deep != 1.0f) deep_bug(pr, 0, visible, deep);
-    const float mx = scale_and_max(pr, visible, G.scale);
-    for (std::size_t j = 0; j < visible; ++j) pr[j] = exp_poly(pr[j] - mx);
-    std::fill(pr + visible, pr + n_keys, 0.0f);
     for (const auto& bl : blocks) {  // the row sum in the blocks' order, each block in f32 lanes
       if (bl.begin >= visible) continue;
       float part = 0.0f;

@@ -27,8 +27,8 @@ std::size_t rows_per_task(std::size_t d) {
   return std::max<std::size_t>(1, kRowsChunkElems / std::max<std::size_t>(d, 1));
 }
 
-// exp_poly (engine_ops.h): vectorises where std::exp is a scalar call, same bits scalar or vector.
-inline float silu(float x) { return x / (1.0f + exp_poly(-x)); }
+// fastmath::exp_fma: vectorises where std::exp is a scalar call, same bits scalar or vector.
+inline float silu(float x) { return x / (1.0f + fastmath::exp_fma(-x)); }
 
 void to_bf16(float* x, std::size_t n) { round_mantissa_inplace(x, n, 7); }
 
@@ -132,7 +132,7 @@ void chunk_pre_f32(RowsView q, RowsView k, RowsView v, const float* g, const flo
   for (std::size_t r = 0; r < n; ++r) {
     float *lr = L + r * n, *ar = A + (n + r) * n, *ir = I + r * kGdnChunk;
     for (std::size_t s = 0; s <= r; ++s) {
-      const float d = exp_poly(G[r] - G[s]);
+      const float d = fastmath::exp_fma(G[r] - G[s]);
       lr[s] = s < r ? lr[s] * d : 0.0f;
       ir[s] = ar[s] * d;
     }

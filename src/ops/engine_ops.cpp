@@ -112,6 +112,93 @@ void gemm_nt(const float* x, std::size_t m, std::size_t k, const float* w, std::
   });
 }
 
+namespace {
+
+// gemm_rows's tiles (engine_ops.h).
+struct RowTiles {
+  std::size_t rows, cols, row_tiles, col_tiles;
+  std::size_t count() const { return row_tiles * col_tiles; }
+};
+
+RowTiles row_tiles_of(std::size_t m, std::size_t n) {
+  constexpr std::size_t kRows = 256, kMaxCols = 512, kMinCols = 64, kWant = 4;
+  const std::size_t rt = chunk_count(m, kRows);
+  std::size_t ct = chunk_count(n, kMaxCols);
+  while (rt * ct < kWant && n / (2 * ct) >= kMinCols) ct *= 2;
+  const std::size_t cb = (chunk_count(n, ct) + 15) / 16 * 16;
+  return {kRows, cb, rt, chunk_count(n, cb)};
+}
+
+struct Tile {
+  std::size_t r0, r1, c0, c1;
+};
+
+Tile tile_at(const RowTiles& t, std::size_t i, std::size_t m, std::size_t n) {
+  const std::size_t r0 = (i / t.col_tiles) * t.rows, c0 = (i % t.col_tiles) * t.cols;
+  return {r0, std::min(m, r0 + t.rows), c0, std::min(n, c0 + t.cols)};
+}
+
+// One tile of y[m, n] = x·wᵀ (+ bias, then residual += y).
+void row_tile(const Tile& t, const float* x, std::size_t k, const RowGemmOp& op, std::uint32_t order) {
+  const std::size_t n = op.n;
+  sgemm_nt_ordered(x + t.r0 * k, k, op.w + t.c0 * k, k, op.y + t.r0 * n + t.c0, n, t.r1 - t.r0, t.c1 - t.c0,
+                   k, order);
+  if (op.bias)
+    for (std::size_t r = t.r0; r < t.r1; ++r)
+      for (std::size_t c = t.c0; c < t.c1; ++c) op.y[r * n + c] += op.bias[c];
+  if (op.residual)
+    for (std::size_t r = t.r0; r < t.r1; ++r)
+      for (std::size_t c = t.c0; c < t.c1; ++c) op.residual[r * n + c] += op.y[r * n + c];
+}
+
+}  // namespace
+
+void gemm_rows(const float* x, std::size_t m, std::size_t k, std::span<const RowGemmOp> ops,
+               std::uint32_t order) {
+  if (m <= 1) {
+    for (const auto& op : ops) {
+      gemm_nt(x, m, k, op.w, op.n, op.y, op.bias, order);
+      if (op.residual) add_inplace(op.residual, op.y, m * op.n);
+    }
+    return;
+  }
+  init_blas();
+  std::size_t total = 0;
+  auto tiles = [&](const RowGemmOp& op) {
+    RowTiles t = row_tiles_of(m, op.n);
+    if (op.one_col_tile) t.cols = op.n, t.col_tiles = 1;
+    return t;
+  };
+  for (const auto& op : ops) total += tiles(op).count();
+  parallel_for(total, 1, [&](std::size_t i, std::size_t, std::size_t) {
+    for (const auto& op : ops) {
+      const RowTiles t = tiles(op);
+      if (i < t.count()) return row_tile(tile_at(t, i, m, op.n), x, k, op, order);
+      i -= t.count();
+    }
+  });
+}
+
+void gemm_rows_silu(const float* x, std::size_t m, std::size_t k, const float* w_gate, const float* w_up,
+                    std::size_t n, float* gate, float* up, std::uint32_t order, int sigmoid_bits) {
+  if (m <= 1) {
+    const RowGemmOp ops[] = {{w_gate, n, gate}, {w_up, n, up}};
+    gemm_rows(x, m, k, ops, order);
+    return silu_mul(gate, up, m * n, gate, sigmoid_bits);
+  }
+  init_blas();
+  const RowTiles t = row_tiles_of(m, n);
+  parallel_for(t.count(), 1, [&](std::size_t i, std::size_t, std::size_t) {
+    const Tile tl = tile_at(t, i, m, n);
+    row_tile(tl, x, k, RowGemmOp{w_gate, n, gate}, order);
+    row_tile(tl, x, k, RowGemmOp{w_up, n, up}, order);
+    for (std::size_t r = tl.r0; r < tl.r1; ++r) {
+      float* g = gate + r * n + tl.c0;
+      silu_mul(g, up + r * n + tl.c0, tl.c1 - tl.c0, g, sigmoid_bits);
+    }
+  });
+}
+
 void rmsnorm(const float* x, const float* w, std::size_t rows, std::size_t d, float eps, float* y,
              std::uint32_t order, int rsqrt_bits) {
   std::vector<OrderBlock> blocks;
@@ -161,7 +248,7 @@ void silu_mul(const float* gate, const float* up, std::size_t n, float* out, int
     parallel_for(n, kPointwiseChunk, [&](std::size_t, std::size_t b, std::size_t e) {
       for (std::size_t i = b; i < e; ++i) {
         const float g = gate[i];
-        out[i] = g * round_mantissa(1.0f / (1.0f + exp_poly(-g)), sigmoid_bits) * up[i];
+        out[i] = g * round_mantissa(1.0f / (1.0f + fastmath::exp_fma(-g)), sigmoid_bits) * up[i];
       }
     });
     return;
@@ -169,7 +256,7 @@ void silu_mul(const float* gate, const float* up, std::size_t n, float* out, int
   parallel_for(n, kPointwiseChunk, [&](std::size_t, std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) {
       const float g = gate[i];
-      out[i] = g / (1.0f + exp_poly(-g)) * up[i];
+      out[i] = g / (1.0f + fastmath::exp_fma(-g)) * up[i];
     }
   });
 }
@@ -177,6 +264,12 @@ void silu_mul(const float* gate, const float* up, std::size_t n, float* out, int
 void add_inplace(float* y, const float* x, std::size_t n) {
   parallel_for(n, kPointwiseChunk, [&](std::size_t, std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) y[i] += x[i];
+  });
+}
+
+void sigmoid_gate(float* x, const float* gate, std::size_t n) {
+  parallel_for(n, kPointwiseChunk, [&](std::size_t, std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) x[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
   });
 }
 

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "numeric/fastmath.h"
 #include "ops/order.h"
 
 namespace kc::engine {
@@ -59,32 +60,31 @@ void sgemm_nt_ordered(const float* a, std::size_t lda, const float* b, std::size
                       std::size_t ldc, std::size_t m, std::size_t n, std::size_t k, std::uint32_t order,
                       float alpha = 1.0f);
 
+// Several products y = x[m, k] · w[n, k]ᵀ of one x over row-major f32 weights (the hybrid's prefill), every
+// op's tiles in one parallel region. Tiles of (m, n) only: rows in blocks of 256 (smaller row tiles run
+// 20–40% slower at K = 192, and tiles under ~1e6 multiply-adds take OpenBLAS's small-matrix kernel, which
+// rounds differently); columns halved until there are 4 tiles (2 or 4 threads get equal shares) or a tile
+// would fall under 64 columns (hybrid-tiny at 512 rows: every projection 4 tiles, the LM head 32). Each tile
+// is one sgemm_nt_ordered call, so every element is the same call's for any thread count and grouping of
+// ops. residual ≠ nullptr: residual[m, n] += y after each tile (same bits as a separate add_inplace).
+// m ≤ 1 (decode): each op is gemm_nt (its GEMV tiles), then bias and residual as above.
+struct RowGemmOp {
+  const float* w;  // [n, k] row-major
+  std::size_t n;
+  float* y;  // [m, n]
+  const float* bias = nullptr;
+  float* residual = nullptr;
+  bool one_col_tile = false;  // all n columns in one tile per row block (a narrow op riding with a wide one)
+};
+void gemm_rows(const float* x, std::size_t m, std::size_t k, std::span<const RowGemmOp> ops,
+               std::uint32_t order = 0);
+// gate = silu(x·w_gateᵀ) · (x·w_upᵀ) [m, n] (up: scratch [m, n]): gemm_rows's tiles of both weights, the
+// silu_mul of each tile right after its two products (one region; same bits as gemm_rows then silu_mul).
+void gemm_rows_silu(const float* x, std::size_t m, std::size_t k, const float* w_gate, const float* w_up,
+                    std::size_t n, float* gate, float* up, std::uint32_t order = 0, int sigmoid_bits = 23);
+
 // ---------------------------------------------------------------------------------------------- pointwise
-// exp(x) in f32 without a libm call, so that loops over it vectorise (std::exp is a scalar call and was
-// most of attention's time): Cephes' expf (range reduction by ln 2 in two parts, degree-6 polynomial), every
-// multiply-add an explicit fma so that the vector body and the scalar tail of a loop give the same bits.
-// Relative error < 1e-7 (measured 8.2e-8; tested against f64 exp); exp_poly(0) = 1 exactly. x < -87.34 gives
-// 0 (the true value is subnormal), x > 88.37 gives +inf (exp(88.37 … 88.72) is finite: not reached by the
-// engine's uses, softmax arguments ≤ 0 and silu's exp(-g)); NaN gives NaN.
-inline float exp_poly(float x) {
-  constexpr float kHi = 88.3762626647949f, kLo = -87.3365402221680f;
-  constexpr float kRound = 12582912.0f;  // 1.5·2^23: adding it rounds to an integer held in the low bits
-  const float xc = x < kLo ? kLo : (x > kHi ? kHi : x);
-  const float t = std::fma(xc, 1.44269504088896341f, kRound);  // t = n + kRound, n = round(x / ln 2)
-  const float fn = t - kRound;
-  float r = std::fma(fn, -0.693359375f, xc);  // r = x − n·ln 2, ln 2 split in a short and a small part
-  r = std::fma(fn, 2.12194440e-4f, r);
-  float p = 1.9875691500e-4f;
-  p = std::fma(p, r, 1.3981999507e-3f);
-  p = std::fma(p, r, 8.3334519073e-3f);
-  p = std::fma(p, r, 4.1665795894e-2f);
-  p = std::fma(p, r, 1.6666665459e-1f);
-  p = std::fma(p, r, 5.0000001201e-1f);
-  p = std::fma(p, r * r, r) + 1.0f;
-  const std::int32_t n = std::bit_cast<std::int32_t>(t) - std::bit_cast<std::int32_t>(kRound);
-  const float y = p * std::bit_cast<float>((n + 127) << 23);  // · 2^n, n ∈ [-126, 127]
-  return x < kLo ? 0.0f : (x > kHi ? INFINITY : y);
-}
+// exp: numeric/fastmath.h exp_fma (fused multiply-adds: the same bits in a vectorised loop and its tail).
 
 // RMSNorm per row (HF LlamaRMSNorm in f32): y = w · x / sqrt(mean(x²) + eps). x, y: [rows, d]; may alias.
 // The default sums x² in f64. order ≠ 0: in f32 (as GPU kernels), over order_blocks(order, kSaltNorm, d, 16,
@@ -93,13 +93,17 @@ inline float exp_poly(float x) {
 void rmsnorm(const float* x, const float* w, std::size_t rows, std::size_t d, float eps, float* y,
              std::uint32_t order = 0, int rsqrt_bits = 23);
 
-// out[i] = silu(gate[i]) · up[i], silu(g) = g / (1 + exp(-g)) (exp_poly). out may alias gate or up.
+// out[i] = silu(gate[i]) · up[i], silu(g) = g / (1 + exp(-g)) (fastmath::exp_fma). out may alias gate or up.
 // sigmoid_bits < 23 (a lab bug, `bug:silu`): the sigmoid 1/(1 + exp(-g)) kept to that many mantissa bits,
 // as a table or polynomial sigmoid of that accuracy.
 void silu_mul(const float* gate, const float* up, std::size_t n, float* out, int sigmoid_bits = 23);
 
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, std::size_t n);
+
+// x[i] *= sigmoid(gate[i]) = 1 / (1 + exp(-gate[i])) with libm's std::exp (the hybrid's attention output
+// gate, as transformers computes it).
+void sigmoid_gate(float* x, const float* gate, std::size_t n);
 
 // Softmax of each row in place (max-subtracted; sum in f32 in index order).
 void softmax_rows(float* x, std::size_t rows, std::size_t n);

@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "metrics/accumulator.h"
 #include "metrics/distribution.h"
-#include "metrics/fastmath.h"
+#include "numeric/fastmath.h"
 #include "metrics/stats.h"
 
 namespace kc {
