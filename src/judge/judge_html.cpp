@@ -390,6 +390,7 @@ tr.failed td{background:#ffebe9}.plots{display:flex;flex-wrap:wrap;gap:14px}
 .plots figure{margin:0;border:1px solid #d0d7de;padding:6px;max-width:100%;box-sizing:border-box}
 figcaption{font-size:12px;color:#57606a;max-width:620px}svg.plot{max-width:100%;height:auto;display:block}
 code{font-size:12px;white-space:pre-wrap}details summary{cursor:pointer;color:#57606a}
+.failing-summary td:last-child,.findings td:last-child,.worst td:last-child{text-align:left}
 )";
 
 }  // namespace
