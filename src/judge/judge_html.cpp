@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 #include <cmath>  // before judge.h, whose headers use NAN
+#include <map>
 
 #include "judge/svg_plot.h"
 
@@ -289,7 +289,8 @@ std::string failing_summary(const JudgeReport& r) {
     const Finding& f = *g.worst;
     ++n;
     s += fmt::format(
-        "<tr class=\"failed\"><td>{}</td><td>{}</td><td>{} of {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
+        "<tr class=\"failed\"><td>{}</td><td>{}</td><td>{} of "
+        "{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
         "td><td>{}</td></tr>\n",
         escape(f.rule), escape(f.statistic), g.failed, g.checked, escape(f.split), num(f.value), num(f.limit),
         num(f.ratio), escape(f.detail));
@@ -356,8 +357,9 @@ std::string worst_table(const JudgeReport& r) {
            true);
   auto token = [&](std::int32_t id) {
     auto it = text.find(id);
-    return it == text.end() ? fmt::format("<span class=\"tok-id\">{}</span>", id)
-                            : fmt::format("<code class=\"tok\" title=\"id {}\">{}</code>", id, escape(it->second));
+    return it == text.end()
+               ? fmt::format("<span class=\"tok-id\">{}</span>", id)
+               : fmt::format("<code class=\"tok\" title=\"id {}\">{}</code>", id, escape(it->second));
   };
   for (const WorstDetail& w : r.worst) {
     auto top3 = [&](const std::array<std::int32_t, 3>& ids, const std::array<float, 3>& lp) {

@@ -257,11 +257,11 @@ std::string render(const Plot& p) {
       double half = text_width(label) / 2;
       bool show = x - half >= last_right + 4;
       if (show) last_right = x + half;
-      s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#444\"/>", x,
-                       fr.top + ph, fr.top + ph + 4);
+      s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#444\"/>",
+                       x, fr.top + ph, fr.top + ph + 4);
       if (show)
-        s += fmt::format("<text class=\"xtick\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", x,
-                         fr.top + ph + 15, escape(label));
+        s += fmt::format("<text class=\"xtick\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>",
+                         x, fr.top + ph + 15, escape(label));
       s += "\n";
     }
   }
@@ -271,11 +271,12 @@ std::string render(const Plot& p) {
     if (!std::isfinite(y) || y < fr.top - 0.5 || y > fr.top + ph + 0.5) continue;
     bool show = last_y - y >= 13;  // ticks come bottom-up: one text line apart at least
     if (show) last_y = y;
-    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"#ddd\"/>", fr.left,
-                     y, fr.left + pw);
+    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"#ddd\"/>",
+                     fr.left, y, fr.left + pw);
     if (show)
-      s += fmt::format("<text class=\"ytick\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>",
-                       fr.left - 5, y + 4, escape(my.scale == Scale::log10 ? decade_label(t) : tick_label(t)));
+      s +=
+          fmt::format("<text class=\"ytick\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>",
+                      fr.left - 5, y + 4, escape(my.scale == Scale::log10 ? decade_label(t) : tick_label(t)));
     s += "\n";
   }
   s += "</g>\n";
@@ -311,9 +312,10 @@ std::string render(const Plot& p) {
         if (up.size() >= 2) {
           std::string pts;
           for (auto& [x, y] : up) pts += fmt::format("{:.1f},{:.1f} ", x, y);
-          for (std::size_t k = down.size(); k-- > 0;) pts += fmt::format("{:.1f},{:.1f} ", down[k].first, down[k].second);
-          s += fmt::format("<polygon{} fill=\"{}\" fill-opacity=\"0.22\" stroke=\"none\" points=\"{}\"/>\n", cls,
-                           color, pts);
+          for (std::size_t k = down.size(); k-- > 0;)
+            pts += fmt::format("{:.1f},{:.1f} ", down[k].first, down[k].second);
+          s += fmt::format("<polygon{} fill=\"{}\" fill-opacity=\"0.22\" stroke=\"none\" points=\"{}\"/>\n",
+                           cls, color, pts);
         }
         up.clear(), down.clear();
       };
@@ -400,12 +402,14 @@ std::string render(const Plot& p) {
         break;
       case Mark::points:
         s += fmt::format(
-            "<circle class=\"swatch\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\" fill-opacity=\"0.75\"/>",
+            "<circle class=\"swatch\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\" "
+            "fill-opacity=\"0.75\"/>",
             it.x + 10, y - 4, std::clamp(se.radius, 2.0, 4.0), c);
         break;
       case Mark::bars:
-        s += fmt::format("<rect class=\"swatch\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"14\" height=\"9\" fill=\"{}\"/>",
-                         it.x + 3, y - 9, c);
+        s += fmt::format(
+            "<rect class=\"swatch\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"14\" height=\"9\" fill=\"{}\"/>",
+            it.x + 3, y - 9, c);
         break;
       case Mark::band:
         s += fmt::format(
@@ -425,9 +429,11 @@ std::string table_page_head(std::string_view title) {
   return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" + escape(title) +
          "</title>\n"
          "<style>body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;"
-         "max-width:1320px;color:#1f2328;padding:0 12px}table{border-collapse:collapse;font-size:13px;display:block;"
+         "max-width:1320px;color:#1f2328;padding:0 "
+         "12px}table{border-collapse:collapse;font-size:13px;display:block;"
          "max-width:100%;overflow-x:auto}svg{max-width:100%;height:auto}td,th{border:1px solid "
-         "#d0d7de;padding:3px 8px;text-align:right}th{background:#f6f8fa}td.l{text-align:left}.FAIL{color:#cf222e;"
+         "#d0d7de;padding:3px "
+         "8px;text-align:right}th{background:#f6f8fa}td.l{text-align:left}.FAIL{color:#cf222e;"
          "font-weight:600}.PASS{color:#1a7f37;font-weight:600}.INCONCLUSIVE{color:#9a6700}</style></head>"
          "<body>\n";
 }

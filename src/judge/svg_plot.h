@@ -39,8 +39,8 @@ struct Series {
   std::string color = "";  // "" = next of the palette
   std::string css_class;   // class attribute on every mark (e.g. "flip"), for tests and styling
   double radius = 2.0;     // points
-  bool dashed = false;    // the default dash pattern ("5,3")
-  std::string dasharray;  // a stroke-dasharray of its own (overrides dashed), so lines of one colour differ
+  bool dashed = false;     // the default dash pattern ("5,3")
+  std::string dasharray;   // a stroke-dasharray of its own (overrides dashed), so lines of one colour differ
   std::vector<double> y_lo, y_hi;   // error bars (same length as y) or empty
   double bar_offset = 0;            // bars: horizontal offset in bar widths (side-by-side bars)
   std::vector<std::string> titles;  // per-mark tooltip (<title>), optional
