@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>  // before judge.h, whose headers use NAN
+#include <map>
 
 #include "judge/svg_plot.h"
 
@@ -155,18 +156,44 @@ std::string plot_kl_depth(const JudgeReport& r) {
   p.title = "KL by context depth (median and p99)";
   p.x = {"context depth (tokens, bucket lower edge, log scale)", svg::Scale::log10};
   p.y = {"KL (log scale)", svg::Scale::log10};
-  auto add = [&](const std::vector<SplitSummary>& splits, const std::string& who, bool dashed,
-                 const std::string& color) {
+  auto depth_x = [](const SplitSummary& s) {
+    double x = std::atof(s.name.c_str());
+    return x <= 0 ? 1.0 : x;  // depth bucket 0 on the log axis
+  };
+  // The floor band: per depth bucket, the noise runs' KL medians from the lowest to the highest (one run:
+  // no spread to draw, only its line).
+  if (r.noise.size() >= 2) {
+    svg::Series band;
+    band.name = fmt::format("floor runs' median, min–max ({} runs)", r.noise.size());
+    band.mark = svg::Mark::band;
+    band.color = "#777777";
+    band.css_class = "floor-band";
+    for (const SplitSummary& s : r.noise.front().by_depth) {
+      double lo = INFINITY, hi = -INFINITY;
+      for (const RunSummary& run : r.noise)
+        for (const SplitSummary& t : run.by_depth)
+          if (t.name == s.name && std::isfinite(t.kl.median)) {
+            lo = std::min(lo, std::max(t.kl.median, kKlPlotFloor));
+            hi = std::max(hi, std::max(t.kl.median, kKlPlotFloor));
+          }
+      band.x.push_back(depth_x(s));
+      band.y_lo.push_back(std::isfinite(lo) ? lo : NAN);
+      band.y_hi.push_back(std::isfinite(hi) ? hi : NAN);
+    }
+    if (!band.x.empty()) p.series.push_back(std::move(band));
+  }
+  // Four lines in two colours: the dash tells median from p99, and the floor's from the candidate's.
+  auto add = [&](const std::vector<SplitSummary>& splits, const std::string& who, const std::string& med_dash,
+                 const std::string& p99_dash, const std::string& color) {
     svg::Series med, p99;
     med.name = who + " median";
     p99.name = who + " p99";
     med.color = p99.color = color;
-    med.dashed = dashed;
-    p99.dashed = true;
+    med.dasharray = med_dash;
+    p99.dasharray = p99_dash;
     med.css_class = p99.css_class = "depth-line";
     for (const SplitSummary& s : splits) {
-      double x = std::atof(s.name.c_str());
-      if (x <= 0) x = 1;  // depth bucket 0 on the log axis
+      double x = depth_x(s);
       med.x.push_back(x);
       med.y.push_back(std::max(s.kl.median, kKlPlotFloor));
       p99.x.push_back(x);
@@ -177,8 +204,8 @@ std::string plot_kl_depth(const JudgeReport& r) {
       p.series.push_back(std::move(p99));
     }
   };
-  add(r.cand.by_depth, "candidate", false, "#0072B2");
-  if (!r.noise.empty()) add(r.noise.front().by_depth, "floor", true, "#777777");
+  add(r.cand.by_depth, "candidate", "", "6,3", "#0072B2");
+  if (!r.noise.empty()) add(r.noise.front().by_depth, "floor", "2,3", "8,3,2,3", "#777777");
   return svg::render(p);
 }
 
@@ -226,18 +253,61 @@ std::string summary_table(const JudgeReport& r) {
   return s;
 }
 
-std::string findings_table(const JudgeReport& r) {
-  std::string s = "<table class=\"findings\">\n";
-  s += row({"", "rule", "split", "statistic", "value", "limit", "floor", "ratio", "detail"}, true);
-  for (const Finding& f : r.findings)
-    s += fmt::format("<tr class=\"{}\">", f.failed ? "failed" : "ok") +
+std::string finding_row(const Finding& f) {
+  return fmt::format("<tr class=\"{}\">", f.failed ? "failed" : "ok") +
          fmt::format(
              "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
              "td><td>{}</td>",
              f.failed ? "✗" : "✓", escape(f.rule), escape(f.split), escape(f.statistic), num(f.value),
              num(f.limit), num(f.floor), num(f.ratio), escape(f.detail)) +
          "</tr>\n";
+}
+
+// One row per (rule, statistic) that failed somewhere: how many splits failed, and the worst of them.
+// Findings are sorted failing first, largest ratio first, so the first of a group is its worst.
+std::string failing_summary(const JudgeReport& r) {
+  struct Group {
+    const Finding* worst;
+    int failed = 0, checked = 0;
+  };
+  std::vector<std::pair<std::string, Group>> groups;  // in order of their worst finding
+  for (const Finding& f : r.findings) {
+    std::string key = f.rule + '\n' + f.statistic;
+    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == key; });
+    if (it == groups.end()) {
+      groups.push_back({key, Group{&f}});
+      it = groups.end() - 1;
+    }
+    it->second.checked++;
+    it->second.failed += f.failed;
+  }
+  std::string s = "<table class=\"failing-summary\">\n";
+  s += row({"rule", "statistic", "splits failed", "worst split", "value", "limit", "ratio", "detail"}, true);
+  int n = 0;
+  for (auto& [key, g] : groups) {
+    if (!g.failed) continue;
+    const Finding& f = *g.worst;
+    ++n;
+    s += fmt::format(
+        "<tr class=\"failed\"><td>{}</td><td>{}</td><td>{} of "
+        "{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
+        "td><td>{}</td></tr>\n",
+        escape(f.rule), escape(f.statistic), g.failed, g.checked, escape(f.split), num(f.value), num(f.limit),
+        num(f.ratio), escape(f.detail));
+  }
+  if (n == 0) return "<p class=\"failing-summary none\">No check failed.</p>\n";
   return s + "</table>\n";
+}
+
+// Every check made, one row per split, behind a disclosure: the summary above says what failed.
+std::string findings_table(const JudgeReport& r) {
+  std::size_t failed = std::count_if(r.findings.begin(), r.findings.end(), [](auto& f) { return f.failed; });
+  std::string s = fmt::format("<details class=\"all-checks\"><summary>All {} checks ({} failed)</summary>\n",
+                              r.findings.size(), failed);
+  s += "<div class=\"scroll\"><table class=\"findings\">\n";
+  s += row({"", "rule", "split", "statistic", "value", "limit", "floor", "ratio", "detail"}, true);
+  for (const Finding& f : r.findings) s += finding_row(f);
+  return s + "</table></div></details>\n";
 }
 
 std::string bins_table(const JudgeReport& r) {
@@ -269,40 +339,60 @@ std::string splits_table(const JudgeReport& r) {
   return s + "</table>\n";
 }
 
+// Token text by id, from what the golden quotes: each worst position's next token (the golden holds the
+// segments' text, not the tokenizer's vocabulary, so other ids stay numbers).
+std::map<std::int32_t, std::string> known_token_text(const JudgeReport& r) {
+  std::map<std::int32_t, std::string> m;
+  for (const WorstDetail& w : r.worst)
+    if (w.w.token >= 0 && !w.next_text.empty()) m.emplace(w.w.token, w.next_text);
+  return m;
+}
+
 std::string worst_table(const JudgeReport& r) {
   if (r.worst.empty()) return "";
+  const auto text = known_token_text(r);
   std::string s = "<h2>Worst positions</h2>\n<table class=\"worst\">\n";
-  s += row({"position", "segment", "KL", "margin", "flip", "reference top-3 (id: log p)", "candidate top-3",
-            "context → next"},
+  s += row({"position", "segment", "KL", "margin", "flip", "next token", "reference top-3 (token: log p)",
+            "candidate top-3", "context → next"},
            true);
+  auto token = [&](std::int32_t id) {
+    auto it = text.find(id);
+    return it == text.end()
+               ? fmt::format("<span class=\"tok-id\">{}</span>", id)
+               : fmt::format("<code class=\"tok\" title=\"id {}\">{}</code>", id, escape(it->second));
+  };
   for (const WorstDetail& w : r.worst) {
-    auto top3 = [](const std::array<std::int32_t, 3>& ids, const std::array<float, 3>& lp) {
+    auto top3 = [&](const std::array<std::int32_t, 3>& ids, const std::array<float, 3>& lp) {
       std::string t;
       for (int i = 0; i < 3; ++i)
-        if (ids[i] >= 0) t += fmt::format("{}{}: {}", t.empty() ? "" : ", ", ids[i], num(lp[i]));
+        if (ids[i] >= 0) t += fmt::format("{}{}: {}", t.empty() ? "" : ", ", token(ids[i]), num(lp[i]));
       return t;
     };
     std::string ctx =
         w.context.empty() ? "" : "…" + escape(w.context) + " <b>→ " + escape(w.next_text) + "</b>";
     s += row({std::to_string(w.w.position), escape(w.segment_name + " +" + std::to_string(w.offset)),
-              num(w.w.kl), num(w.w.margin), w.w.flip ? "yes" : "", top3(w.w.ref_ids, w.w.ref_logprobs),
-              top3(w.w.cand_ids, w.w.cand_logprobs), "<code>" + ctx + "</code>"});
+              num(w.w.kl), num(w.w.margin), w.w.flip ? "yes" : "", w.w.token >= 0 ? token(w.w.token) : "",
+              top3(w.w.ref_ids, w.w.ref_logprobs), top3(w.w.cand_ids, w.w.cand_logprobs),
+              "<code>" + ctx + "</code>"});
   }
   return s + "</table>\n";
 }
 
 const char* kCss = R"(
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1320px;color:#1f2328;
-font-size:14px;line-height:1.4}
+font-size:14px;line-height:1.4;padding:0 12px;overflow-wrap:anywhere}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:26px 0 8px;border-bottom:1px solid #d0d7de}
 .verdict{display:inline-block;padding:2px 12px;border-radius:6px;color:#fff;font-weight:bold}
 .meta{color:#57606a;font-size:12px}.decided{font-size:15px;margin:10px 0;padding:8px 12px;background:#f6f8fa;
 border-left:4px solid #888}
-table{border-collapse:collapse;margin:6px 0;font-size:13px}td,th{border:1px solid #d0d7de;padding:3px 8px;
+table{border-collapse:collapse;margin:6px 0;font-size:13px;display:block;max-width:100%;overflow-x:auto;
+overflow-wrap:normal}td,th{border:1px solid #d0d7de;padding:3px 8px;
 text-align:right;vertical-align:top}th{background:#f6f8fa}td:first-child,th:first-child{text-align:left}
 tr.failed td{background:#ffebe9}.plots{display:flex;flex-wrap:wrap;gap:14px}
-.plots figure{margin:0;border:1px solid #d0d7de;padding:6px}figcaption{font-size:12px;color:#57606a;max-width:620px}
-code{font-size:12px;white-space:pre-wrap}
+.plots figure{margin:0;border:1px solid #d0d7de;padding:6px;max-width:100%;box-sizing:border-box}
+figcaption{font-size:12px;color:#57606a;max-width:620px}svg.plot{max-width:100%;height:auto;display:block}
+code{font-size:12px;white-space:pre-wrap}details summary{cursor:pointer;color:#57606a}
+.failing-summary td:last-child,.findings td:last-child,.worst td:last-child{text-align:left}
 )";
 
 }  // namespace
@@ -337,6 +427,7 @@ std::string render_judge_html(const JudgeReport& r) {
     for (auto& s : r.inconclusive_reasons) h += "<li>" + escape(s) + "</li>";
     h += "</ul>\n";
   }
+  h += "<h2>Failing checks</h2>\n" + failing_summary(r);
   h += "<h2>Summary</h2>\n" + summary_table(r);
   std::size_t n_flips = 0, n_plain = 0;
   std::string scatter = plot_kl_margin(r, n_flips, n_plain);
@@ -357,8 +448,8 @@ std::string render_judge_html(const JudgeReport& r) {
        "the "
        "bins). Margin 0 is a tie: its flips are only how the tie was broken.</figcaption></figure>\n";
   h += "<figure>" + plot_kl_depth(r) +
-       "<figcaption>Error that grows with context (attention) rises to the right; dashed grey: the noise "
-       "floor."
+       "<figcaption>Error that grows with context (attention) rises to the right. Grey: the noise floor "
+       "(first noise run's lines; the shaded band spans the noise runs' medians when there are two or more)."
        "</figcaption></figure>\n";
   h += "</div>\n";
   h += "<h2>Flip rate by margin</h2>\n" + bins_table(r);

@@ -148,7 +148,7 @@ std::string escape(std::string_view text) {
 std::string tick_label(double v) {
   if (v == 0) return "0";
   double a = std::abs(v);
-  if (a >= 1e-3 && a < 1e5) {
+  if (a >= 1e-3 && a < 1e4) {
     std::string s = fmt::format("{:.4g}", v);
     return s;
   }
@@ -161,9 +161,50 @@ std::string tick_label(double v) {
   return fmt::format("{:.2g}", v);
 }
 
+std::string decade_label(double v) {
+  int e = static_cast<int>(std::lround(std::log10(v)));
+  if (e >= -2 && e <= 2) return tick_label(std::pow(10.0, e));
+  return fmt::format("1e{}", e);
+}
+
+namespace {
+
+// Label text width in px at font-size 11 (sans-serif averages ~6.2 px a character; digits a bit less).
+double text_width(std::string_view t) {
+  std::size_t chars = 0;
+  for (unsigned char c : t) chars += (c & 0xC0) != 0x80;  // UTF-8 code points
+  return 6.2 * static_cast<double>(chars);
+}
+
+std::string dash_of(const Series& se) {
+  std::string d = !se.dasharray.empty() ? se.dasharray : se.dashed ? "5,3" : "";
+  return d.empty() ? "" : fmt::format(" stroke-dasharray=\"{}\"", escape(d));
+}
+
+}  // namespace
+
 std::string render(const Plot& p) {
   Frame fr;
   const double W = p.width, H = p.height;
+  // Legend: entries left to right under the title, wrapping; the plot area starts below its rows.
+  struct LegendItem {
+    std::size_t series;
+    double x;
+    int row;
+  };
+  std::vector<LegendItem> items;
+  {
+    double x = fr.left;
+    int row = 0;
+    for (std::size_t i = 0; i < p.series.size(); ++i) {
+      if (p.series[i].name.empty()) continue;
+      double w = 26 + text_width(p.series[i].name);
+      if (x > fr.left && x + w > W - fr.right) x = fr.left, ++row;
+      items.push_back({i, x, row});
+      x += w + 12;
+    }
+    if (!items.empty()) fr.top = 40 + 14 * items.back().row;
+  }
   const double pw = W - fr.left - fr.right, ph = H - fr.top - fr.bottom;
   Mapper mx = make_mapper(p, true), my = make_mapper(p, false);
   auto X = [&](double v) { return fr.left + mx(v) * pw; };
@@ -198,26 +239,45 @@ std::string render(const Plot& p) {
       fr.left, fr.top + ph, fr.left + pw, fr.top);
   s += "<g class=\"ticks\" fill=\"#333\">\n";
   if (!p.x_categories.empty()) {
+    // Labels wider than their slot alternate between two rows, so neighbours never overlap.
+    double slot = pw / std::max<std::size_t>(p.x_categories.size(), 1), widest = 0;
+    for (auto& c : p.x_categories) widest = std::max(widest, text_width(c));
+    bool stagger = widest + 4 > slot;
     for (std::size_t i = 0; i < p.x_categories.size(); ++i)
-      s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n",
-                       X(static_cast<double>(i)), fr.top + ph + 14, escape(p.x_categories[i]));
+      s += fmt::format("<text class=\"xtick\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n",
+                       X(static_cast<double>(i)), fr.top + ph + 14 + (stagger && i % 2 ? 12 : 0),
+                       escape(p.x_categories[i]));
   } else {
+    // Every tick gets its mark; a label is skipped when it would touch the previous one.
+    double last_right = -1e9;
     for (double t : ticks(mx)) {
       double x = X(t);
       if (!std::isfinite(x) || x < fr.left - 0.5 || x > fr.left + pw + 0.5) continue;
-      s += fmt::format(
-          "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#444\"/>"
-          "<text x=\"{0:.1f}\" y=\"{3:.1f}\" text-anchor=\"middle\">{4}</text>\n",
-          x, fr.top + ph, fr.top + ph + 4, fr.top + ph + 15, escape(tick_label(t)));
+      std::string label = mx.scale == Scale::log10 ? decade_label(t) : tick_label(t);
+      double half = text_width(label) / 2;
+      bool show = x - half >= last_right + 4;
+      if (show) last_right = x + half;
+      s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#444\"/>",
+                       x, fr.top + ph, fr.top + ph + 4);
+      if (show)
+        s += fmt::format("<text class=\"xtick\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>",
+                         x, fr.top + ph + 15, escape(label));
+      s += "\n";
     }
   }
+  double last_y = 1e9;
   for (double t : ticks(my)) {
     double y = Y(t);
     if (!std::isfinite(y) || y < fr.top - 0.5 || y > fr.top + ph + 0.5) continue;
-    s += fmt::format(
-        "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"#ddd\"/>"
-        "<text x=\"{3:.1f}\" y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>\n",
-        fr.left, y, fr.left + pw, fr.left - 5, y + 4, escape(tick_label(t)));
+    bool show = last_y - y >= 13;  // ticks come bottom-up: one text line apart at least
+    if (show) last_y = y;
+    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"#ddd\"/>",
+                     fr.left, y, fr.left + pw);
+    if (show)
+      s +=
+          fmt::format("<text class=\"ytick\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>",
+                      fr.left - 5, y + 4, escape(my.scale == Scale::log10 ? decade_label(t) : tick_label(t)));
+    s += "\n";
   }
   s += "</g>\n";
   s += fmt::format(
@@ -239,11 +299,37 @@ std::string render(const Plot& p) {
     std::string color = se.color.empty() ? palette()[color_i++ % palette().size()] : se.color;
     colors.push_back(color);
     std::string cls = se.css_class.empty() ? "" : fmt::format(" class=\"{}\"", escape(se.css_class));
-    std::string dash = se.dashed ? " stroke-dasharray=\"5,3\"" : "";
+    std::string dash = dash_of(se);
     std::size_t n = std::min(se.x.size(), se.y.size());
     auto title = [&](std::size_t i) {
       return i < se.titles.size() ? fmt::format("<title>{}</title>", escape(se.titles[i])) : std::string();
     };
+    if (se.mark == Mark::band) {
+      // One polygon per run of finite bounds: along y_hi, back along y_lo.
+      std::size_t m = std::min({se.x.size(), se.y_lo.size(), se.y_hi.size()});
+      std::vector<std::pair<double, double>> up, down;
+      auto flush = [&] {
+        if (up.size() >= 2) {
+          std::string pts;
+          for (auto& [x, y] : up) pts += fmt::format("{:.1f},{:.1f} ", x, y);
+          for (std::size_t k = down.size(); k-- > 0;)
+            pts += fmt::format("{:.1f},{:.1f} ", down[k].first, down[k].second);
+          s += fmt::format("<polygon{} fill=\"{}\" fill-opacity=\"0.22\" stroke=\"none\" points=\"{}\"/>\n",
+                           cls, color, pts);
+        }
+        up.clear(), down.clear();
+      };
+      for (std::size_t i = 0; i < m; ++i) {
+        double x = X(se.x[i]), y0 = Y(se.y_lo[i]), y1 = Y(se.y_hi[i]);
+        if (!std::isfinite(x) || !std::isfinite(y0) || !std::isfinite(y1)) {
+          flush();
+          continue;
+        }
+        up.emplace_back(x, y1), down.emplace_back(x, y0);
+      }
+      flush();
+      continue;  // no error bars on a band
+    }
     if (se.mark == Mark::line || se.mark == Mark::step) {
       std::string pts;
       double prev_y = NAN;
@@ -300,19 +386,41 @@ std::string render(const Plot& p) {
     }
   }
   s += "</g>\n";
-  // Legend (top right, inside the title row).
-  double lx = fr.left + pw;
-  std::string legend;
-  for (std::size_t i = p.series.size(); i-- > 0;) {
-    if (p.series[i].name.empty()) continue;
-    double w = 18 + 6.2 * p.series[i].name.size();
-    lx -= w + 10;
-    legend += fmt::format(
-        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"8\" fill=\"{}\"/>"
-        "<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n",
-        lx, fr.top - 17, colors[i], lx + 16, fr.top - 9, escape(p.series[i].name));
+  // Legend: each swatch drawn as its series is (line with its dash, point, bar, band), not only its colour.
+  s += "<g class=\"legend\">\n";
+  for (const LegendItem& it : items) {
+    const Series& se = p.series[it.series];
+    const std::string& c = colors[it.series];
+    double y = 30 + 14 * it.row;  // text baseline; the swatch is centred on y - 4
+    switch (se.mark) {
+      case Mark::line:
+      case Mark::step:
+        s += fmt::format(
+            "<line class=\"swatch\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
+            "stroke-width=\"2\"{}/>",
+            it.x, y - 4, it.x + 20, y - 4, c, dash_of(se));
+        break;
+      case Mark::points:
+        s += fmt::format(
+            "<circle class=\"swatch\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\" "
+            "fill-opacity=\"0.75\"/>",
+            it.x + 10, y - 4, std::clamp(se.radius, 2.0, 4.0), c);
+        break;
+      case Mark::bars:
+        s += fmt::format(
+            "<rect class=\"swatch\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"14\" height=\"9\" fill=\"{}\"/>",
+            it.x + 3, y - 9, c);
+        break;
+      case Mark::band:
+        s += fmt::format(
+            "<rect class=\"swatch\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"20\" height=\"9\" fill=\"{}\" "
+            "fill-opacity=\"0.22\"/>",
+            it.x, y - 9, c);
+        break;
+    }
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n", it.x + 26, y, escape(se.name));
   }
-  s += "<g class=\"legend\">\n" + legend + "</g>\n";
+  s += "</g>\n";
   s += "</svg>\n";
   return s;
 }
@@ -321,8 +429,11 @@ std::string table_page_head(std::string_view title) {
   return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" + escape(title) +
          "</title>\n"
          "<style>body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;"
-         "max-width:1320px;color:#1f2328}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid "
-         "#d0d7de;padding:3px 8px;text-align:right}th{background:#f6f8fa}td.l{text-align:left}.FAIL{color:#cf222e;"
+         "max-width:1320px;color:#1f2328;padding:0 "
+         "12px}table{border-collapse:collapse;font-size:13px;display:block;"
+         "max-width:100%;overflow-x:auto}svg{max-width:100%;height:auto}td,th{border:1px solid "
+         "#d0d7de;padding:3px "
+         "8px;text-align:right}th{background:#f6f8fa}td.l{text-align:left}.FAIL{color:#cf222e;"
          "font-weight:600}.PASS{color:#1a7f37;font-weight:600}.INCONCLUSIVE{color:#9a6700}</style></head>"
          "<body>\n";
 }

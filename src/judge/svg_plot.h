@@ -29,7 +29,8 @@ struct Axis {
   double lo = NAN, hi = NAN;  // NaN: from the data
 };
 
-enum class Mark { line, step, points, bars };
+// band: a shaded area between y_lo and y_hi (y unused), e.g. the noise runs' spread.
+enum class Mark { line, step, points, bars, band };
 
 struct Series {
   std::string name;  // legend text ("" = no legend entry)
@@ -38,7 +39,8 @@ struct Series {
   std::string color = "";  // "" = next of the palette
   std::string css_class;   // class attribute on every mark (e.g. "flip"), for tests and styling
   double radius = 2.0;     // points
-  bool dashed = false;
+  bool dashed = false;     // the default dash pattern ("5,3")
+  std::string dasharray;   // a stroke-dasharray of its own (overrides dashed), so lines of one colour differ
   std::vector<double> y_lo, y_hi;   // error bars (same length as y) or empty
   double bar_offset = 0;            // bars: horizontal offset in bar widths (side-by-side bars)
   std::vector<std::string> titles;  // per-mark tooltip (<title>), optional
@@ -63,6 +65,8 @@ std::string table_page_head(std::string_view title);
 
 // "1e-3", "0.25", "12" — short numbers for tick labels.
 std::string tick_label(double v);
+// A decade on a log axis: "0.01" … "100" near 1, "1e-6", "1e5" beyond.
+std::string decade_label(double v);
 
 // The palette (colour-blind safe, Okabe–Ito).
 const std::vector<std::string>& palette();

@@ -365,7 +365,7 @@ std::string sweep_plot_svg(const SweepResult& r) {
   prose.name = "prose";
   prose.dashed = true;
   code.name = "code";
-  code.dashed = true;
+  code.dasharray = "2,3";  // dotted: told from prose's dashes without the colour
   std::vector<const SweepRow*> rows;
   for (const auto& row : r.rows) rows.push_back(&row);
   std::sort(rows.begin(), rows.end(), [](auto a, auto b) { return a->bits < b->bits; });

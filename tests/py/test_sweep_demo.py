@@ -13,6 +13,7 @@ against an independent computation:
 - bad flags exit 3.
 """
 import json
+import re
 import os
 import shutil
 from pathlib import Path
@@ -97,6 +98,12 @@ def test_text_and_html(setup):
     assert f"knee at {sj['knee']} bits" in stdout
     html = (d / "sweep.html").read_text()
     assert 'class="knee"' in html and 'class="floor"' in html and html.count("<svg") == 2
+    # each legend swatch is drawn as its series is: no two entries of a plot look alike (issue 23)
+    for svg in html.split("<svg")[1:]:
+        legend = svg[svg.index('<g class="legend">'):]
+        swatches = [re.sub(r'\s(?:x|y|x1|x2|y1|y2|cx|cy)="[^"]*"', "", m)
+                    for m in re.findall(r'<(?:line|circle|rect) class="swatch"[^>]*>', legend)]
+        assert len(swatches) >= 2 and len(set(swatches)) == len(swatches), swatches
 
 
 def test_rerun_reuses(setup):
