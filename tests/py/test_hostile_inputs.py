@@ -229,22 +229,32 @@ def edited_golden(d, tmp_path, edit):
     return g, save(tmp_path / "cedit.st", cmeta, ct, CAND_ORDER)
 
 
-def test_duplicate_topk_ids_are_refused(files, tmp_path):
+@pytest.mark.parametrize("cols", [(2, 5), (3, 17), (16, 19), (0, 19)])  # within and across blocks of 16
+def test_duplicate_topk_ids_are_refused(files, tmp_path, cols):
     def edit(t):
         ids = t["top_ids"].copy()
-        ids[7, 5] = ids[7, 2]  # not neighbours
+        ids[7, cols[1]] = ids[7, cols[0]]  # not neighbours
         t["top_ids"] = ids
     g, c = edited_golden(files, tmp_path, edit)
     refused(run("test", g, c), g, "top_ids[7]", "distinct ids")
 
 
-def test_golden_mass_above_one_is_refused(files, tmp_path):
+# Row 9 inside the judged positions (the judge checks the mass from its scores), outside --positions (the
+# reader's check on the rows the judge does not score) and read by record --golden (not the judge).
+@pytest.mark.parametrize("how", ["judged", "outside", "record"])
+def test_golden_mass_above_one_is_refused(files, tmp_path, how):
     def edit(t):
         lp = t["top_logprobs"].copy()
         lp[9, :] = np.float32(-0.001)  # mass ≈ 20
         t["top_logprobs"] = lp
     g, c = edited_golden(files, tmp_path, edit)
-    refused(run("test", g, c), g, "top_logprobs[9]", "mass ≤ 1")
+    if how == "judged":
+        p = run("test", g, c)
+    elif how == "outside":
+        p = run("test", g, c, "--positions", "100:3000")
+    else:
+        p = run("record", "--from-logits", files / "cand.npy", "--golden", g, "-o", tmp_path / "o.st")
+    refused(p, g, "top_logprobs[9]", "mass ≤ 1")
 
 
 # ---- 3. shards --------------------------------------------------------------------------------------------
