@@ -3,7 +3,8 @@
 // the file is written with a valid checksum, so only the value checks stand between it and the judge.
 // Checked: read_candidate accepts exactly the files whose values pass an independent check here
 // (log-probs ≤ 1e-3 or NaN, top-k mass ≤ 1 + 1e-3, top1_id in [0, vocab) or a broken row), and an accepted
-// one is judged without a crash, every position counted once (finite or non-finite).
+// one is judged without a crash, every position counted once (finite or non-finite), unless its token
+// log-prob contradicts its logprobs_at_ref at the golden's token (then the judge refuses it, exactly then).
 #include <unistd.h>
 
 #include <cmath>
@@ -118,13 +119,29 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }();
   if (accepted != values_ok(c) && !near_mass_edge) std::abort();
   if (!accepted) return 0;
+  // The judge's token rule (the golden's token is its column 1 here): a known token log-prob of a clean row
+  // must match logprobs_at_ref there up to 1e-3 · (1 + |x|).
+  bool token_ok = true;
+  for (int i = 0; i < kN; ++i) {
+    if (c.flags[i] & (kc::kFlagsBroken | kc::kFlagTokenUnknown)) continue;
+    const float tc = c.token_logprob[i], lq = c.logprobs_at_ref[i * kK + 1];
+    if (std::fabs(tc - lq) > 1e-3f * (1 + std::fabs(lq))) token_ok = false;
+  }
+  kc::check_candidate_matches(g, cand);
+  kc::CandidateInput ci;
+  ci.path = path;
+  ci.cand = cand;
+  ci.n = cand.meta.n;
+  kc::JudgeAccumulator acc;
+  bool judged = true;
   try {
-    kc::check_candidate_matches(g, cand);
-    kc::CandidateInput ci;
-    ci.path = path;
-    ci.cand = cand;
-    ci.n = cand.meta.n;
-    kc::JudgeAccumulator acc = kc::accumulate(g, ci, nullptr);
+    acc = kc::accumulate(g, ci, nullptr);
+  } catch (const kc::Error&) {
+    judged = false;
+  }
+  if (judged != token_ok) std::abort();  // refused exactly when the token rule is broken
+  if (!judged) return 0;
+  try {
     kc::JudgeReport r = kc::judge(g.meta, "fuzz", acc, "fuzz", {}, {}, nullptr, kc::JudgeOptions{});
     if (r.cand.overall.n != kN) std::abort();
     (void)kc::render_text(r);

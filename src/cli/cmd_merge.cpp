@@ -1,5 +1,6 @@
 // kerncheck merge SHARDS…: combine `kerncheck test --partial` shards and judge them as one run.
 #include <cstdio>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
@@ -29,7 +30,7 @@ int run(int argc, char** argv) {
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
   std::vector<kc::Partial> parts;
   for (auto& s : shards) parts.push_back(kc::read_partial(s));
-  kc::Partial m = kc::merge_partials(parts);
+  kc::Partial m = kc::merge_partials(parts, shards);
   if (!out_partial.empty()) {
     kc::write_partial(out_partial, m);
     std::printf("wrote merged shard %s\n", out_partial.c_str());
@@ -39,14 +40,15 @@ int run(int argc, char** argv) {
     std::string have;
     for (auto& r : m.cand.ranges)
       have += fmt::format("{}[{}, {})", have.empty() ? "" : ", ", r.first, r.second);
-    kc::fail(
-        "shards: expected positions [0, {}) of the golden, got {} (a shard is missing; or merge with "
-        "--partial)",
-        m.golden.n, have);
+    kc::throw_input_error(fmt::format("{}", fmt::join(shards, ", ")), "positions",
+                          fmt::format("positions [0, {}) of the golden", m.golden.n),
+                          have + " (a shard is missing; or merge with --partial)");
   }
   for (std::size_t r = 0; r < m.noise.size(); ++r)
     if (m.noise[r].positions_judged() != m.golden.n)
-      kc::fail("shards: noise run {} does not cover all {} positions", r + 1, m.golden.n);
+      kc::throw_input_error(fmt::format("{}", fmt::join(shards, ", ")), fmt::format("noise run {}", r + 1),
+                            fmt::format("all {} positions", m.golden.n),
+                            fmt::format("{}", m.noise[r].positions_judged()));
   std::optional<kc::Thresholds> th;
   if (!thresholds_path.empty()) th = kc::read_thresholds(thresholds_path);
   kc::JudgeReport report = kc::judge(m.golden, m.golden_path, m.cand, m.candidate_path, m.noise,

@@ -311,9 +311,15 @@ Corpus build_corpus(const CorpusOptions& o, const std::vector<SourceDoc>& docs, 
         ok = cut_window(d, at, depth + 1, tok, s, ids);
         if (ok) s.source = d.name;
       }
-      if (!ok)
-        fail("no {} document has {} tokens for a segment of depth {} (give longer --{} files)", dom,
-             depth + 1, depth, dom);
+      if (!ok) {
+        std::string files;  // the documents of this domain: the message names them
+        for (const SourceDoc* d : pool) files += (files.empty() ? "" : ", ") + d->name;
+        throw_input_error(files, "length",
+                          fmt::format("a {} document of at least {} tokens for a segment of depth {} (give "
+                                      "longer --{} files)",
+                                      dom, depth + 1, depth, dom),
+                          "none that long");
+      }
       s.name = fmt::format("{}-d{}-{}", dom, depth, j);
       s.domain = dom;
       s.depth = depth;

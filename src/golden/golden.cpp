@@ -198,7 +198,7 @@ template <typename T, typename Ok, typename Breaks>
 // transposed (column j contiguous) so that the pairwise compares and the sums run across rows, one row per
 // SIMD lane, in the same pass as the other checks (k > kTMaxK: row by row).
 constexpr std::int64_t kTRows = 128, kTMaxK = 64;
-constexpr float kMassTol = 1e-3f;
+constexpr float kMassTol = kTopkMassTol;
 
 [[gnu::noinline]] bool ids_distinct(const std::int32_t* __restrict x, std::int64_t rows, std::int64_t k) {
   int bad = 0;
@@ -211,6 +211,26 @@ constexpr float kMassTol = 1e-3f;
     }
     return bad == 0;
   }
+#ifdef __AVX512CD__
+  // Row by row (no transposition, which cost more than the compares): duplicates within each block of 16
+  // ids by one conflict detection, across blocks by comparing each later id, broadcast, with the block.
+  // Padding lanes hold -1 … -16 (distinct, never a valid id: a negative id fails ids_rows_ok anyway).
+  const __m512i pad = _mm512_setr_epi32(-1, -2, -3, -4, -5, -6, -7, -8, -9, -10, -11, -12, -13, -14, -15, -16);
+  const int kk = static_cast<int>(k);
+  __mmask16 hit = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int32_t* row = x + r * k;
+    for (int b0 = 0; b0 < kk; b0 += 16) {
+      const int len = std::min(16, kk - b0);
+      const __mmask16 m = static_cast<__mmask16>((1u << len) - 1);
+      const __m512i v = _mm512_mask_loadu_epi32(pad, m, row + b0);
+      const __m512i c = _mm512_conflict_epi32(v);
+      hit |= _mm512_test_epi32_mask(c, c);
+      for (int j = b0 + 16; j < kk; ++j) hit |= _mm512_mask_cmpeq_epi32_mask(m, v, _mm512_set1_epi32(row[j]));
+    }
+  }
+  return hit == 0;
+#else
   alignas(64) std::int32_t col[kTMaxK][kTRows];
   for (std::int64_t r0 = 0; r0 < rows; r0 += kTRows) {
     const std::int64_t n = std::min(kTRows, rows - r0);
@@ -222,6 +242,7 @@ constexpr float kMassTol = 1e-3f;
         for (std::int64_t r = 0; r < n; ++r) bad |= col[i][r] == col[j][r];
   }
   return bad == 0;
+#endif
 }
 
 [[gnu::noinline]] bool mass_ok(const float* __restrict lp, std::int64_t rows, std::int64_t k) {
@@ -345,7 +366,9 @@ class RowCheck final : public DeferredCheck {
     n_ = n;
     for (std::size_t w = 0; w < parts.size(); ++w) empty_[w] = parts[w].empty();
   }
-  void rows(std::int64_t b, std::int64_t e) override {
+  void rows(std::int64_t b, std::int64_t e) override { check(b, e, true); }
+  void rows_but_mass(std::int64_t b, std::int64_t e) override { check(b, e, false); }
+  void check(std::int64_t b, std::int64_t e, bool mass) {
     KC_ASSERT(!done_ && 0 <= b && b <= e && e <= n_, "DeferredCheck::rows: [{}, {}) of {}", b, e, n_);
     bool ok = true;
     for (std::size_t w = 0; w < parts_; ++w) {
@@ -355,7 +378,7 @@ class RowCheck final : public DeferredCheck {
       std::int64_t done = b;
       hash_.add_rows(w, b, e, [&](std::int64_t r) {
         if (r <= done) return;
-        ok = scan_(static_cast<int>(w), done, r) && ok;
+        ok = scan_(static_cast<int>(w), done, r, mass) && ok;
         done = r;
       });
     }
@@ -378,7 +401,6 @@ class RowCheck final : public DeferredCheck {
   Scan scan_;
   Walk walk_;
   std::shared_ptr<const void> keep_;  // the mapping the spans point into
-  std::atomic<bool> ok_{true};
 };
 
 template <typename Scan, typename Walk>
@@ -460,14 +482,15 @@ Golden golden_from(const SafetensorsFile& f, std::shared_ptr<const void> owner, 
   const std::uint32_t uvocab = static_cast<std::uint32_t>(vocab), nseg = static_cast<std::uint32_t>(n_seg);
   // Checks of rows [b, e) of one array (0..8 in checksum order): the row by row walk below names the
   // first bad row when one fails.
-  auto scan = [a, k, uvocab, nseg](int which, std::int64_t b, std::int64_t e) -> bool {
+  // mass = false: the caller checks the top-k mass (DeferredCheck::rows_but_mass).
+  auto scan = [a, k, uvocab, nseg](int which, std::int64_t b, std::int64_t e, bool mass = true) -> bool {
     switch (which) {
       case 0:
         return ids_rows_ok(a.top_ids.data() + b * k, e - b, k, uvocab) &
                ids_distinct(a.top_ids.data() + b * k, e - b, k);
       case 1:
         return lp_rows_ok(a.top_logprobs.data() + b * k, e - b, k) &
-               mass_ok(a.top_logprobs.data() + b * k, e - b, k);
+               (!mass || mass_ok(a.top_logprobs.data() + b * k, e - b, k));
       case 2:
         return logprobs_ok(a.other_logprob.data() + b, e - b);
       case 3:
@@ -594,7 +617,7 @@ Candidate candidate_from(const SafetensorsFile& f, std::shared_ptr<const void> o
   // Log-probs ≤ 0 (NaN allowed: unknown, or a broken row the judge counts); without a coverage mask the
   // log-probs at the golden's ids are a distribution's: mass ≤ 1 + ε (with one they are upper bounds).
   const bool full_cover = a.covered.empty();
-  auto scan = [a, k, vocab, full_cover](int which, std::int64_t b, std::int64_t e) -> bool {
+  auto scan = [a, k, vocab, full_cover](int which, std::int64_t b, std::int64_t e, bool = true) -> bool {
     switch (which) {
       case 0:
         return logprobs_or_nan_ok(a.logprobs_at_ref.data() + b * k, (e - b) * k) &

@@ -130,6 +130,9 @@ class SplitXxh3 {
   std::vector<std::uint64_t> straddle_;  // stripes that cross a range boundary
 };
 
+// A golden's top-k probability mass Σ exp(top_logprobs) may exceed 1 by this much (f32 rounding), no more.
+inline constexpr float kTopkMassTol = 1e-3f;
+
 // Verification deferred to the judge's pass (`kerncheck test` reads each file once): a reader called with
 // defer = true checks the header, metadata and shapes only and leaves this in `pending`. rows(b, e) hashes
 // and checks file rows [b, e) (any order, any threads, each row once); finish() then throws exactly what
@@ -139,7 +142,11 @@ class DeferredCheck {
  public:
   virtual ~DeferredCheck() = default;
   virtual void rows(std::int64_t begin, std::int64_t end) = 0;
+  // rows(), less the golden's top-k mass check, for a caller that sums the mass anyway (the judge's
+  // scoring): it calls refuse() for a row whose mass exceeds 1 + kTopkMassTol (the f32 sum of exp).
+  virtual void rows_but_mass(std::int64_t begin, std::int64_t end) = 0;
   virtual void finish() = 0;
+  void refuse() { ok_ = false; }  // a caller's check failed: finish() names the first bad row
   std::int64_t n() const { return n_; }
   bool done() const { return done_; }  // finish() returned
   // rows(0, n) and finish(): for callers that cannot fuse the check with their pass.
@@ -152,6 +159,7 @@ class DeferredCheck {
   std::int64_t n_ = 0;
   std::atomic<std::int64_t> seen_{0};  // rows passed to rows()
   std::atomic<bool> done_{false};
+  std::atomic<bool> ok_{true};  // every check so far passed
 };
 
 struct Golden {

@@ -200,10 +200,58 @@ inline void strided_column(const T* p, std::int64_t k, int n, T* out) {
   for (; t < n; ++t) out[t] = p[t * k];
 }
 
+// A candidate's token_logprob is its log-prob of the golden's token: where that token is among the golden's
+// top-k (column j) and the candidate reported column j (covered, not NaN), the two must agree up to
+// rounding, |token_logprob − logprobs_at_ref[j]| ≤ kTokenTol · (1 + |logprobs_at_ref[j]|). NaN (unknown)
+// and broken rows are left to the other checks; −inf = −inf agrees.
+constexpr float kTokenTol = 1e-3f;
+
+// The golden's column holding the token in row gi, or -1.
+inline int token_column(const Golden& g, std::int64_t gi) {
+  const int k = g.meta.k;
+  const std::int32_t* ids = g.a.top_ids.data() + gi * k;
+  const std::int32_t tok = g.a.token[gi];
+#ifdef __AVX512F__
+  const __m512i t = _mm512_set1_epi32(tok);
+  for (int j0 = 0; j0 < k; j0 += 16) {
+    const __mmask16 m = static_cast<__mmask16>((1u << std::min(16, k - j0)) - 1);
+    if (const __mmask16 hit = _mm512_mask_cmpeq_epi32_mask(m, _mm512_maskz_loadu_epi32(m, ids + j0), t))
+      return j0 + std::countr_zero(static_cast<unsigned>(hit));
+  }
+  return -1;
+#else
+  for (int j = 0; j < k; ++j)
+    if (ids[j] == tok) return j;
+  return -1;
+#endif
+}
+
+// Candidate row i (golden row gi) breaks the rule above.
+inline bool token_inconsistent(const Golden& g, const CandidateArrays& a, std::int64_t gi, std::int64_t i) {
+  if ((a.flags[i] & (kFlagsBroken | kFlagTokenUnknown)) != 0) return false;
+  const int j = token_column(g, gi);
+  const int k = g.meta.k;
+  if (j < 0 || (!a.covered.empty() && a.covered[i * k + j] == 0)) return false;
+  const float tc = a.token_logprob[i], lq = a.logprobs_at_ref[i * k + j];
+  return std::fabs(tc - lq) > kTokenTol * (1 + std::fabs(lq));  // false for NaN; −inf − (−inf) is NaN
+}
+
+[[noreturn]] void throw_token_inconsistent(const Golden& g, const CandidateInput& ci, std::int64_t gi,
+                                           std::int64_t i) {
+  const CandidateArrays a = ci.arrays();
+  const int k = g.meta.k, j = token_column(g, gi);
+  const std::int64_t row = ci.begin - ci.cand.meta.position_begin + i;  // in the candidate file
+  throw_input_error(ci.path, fmt::format("token_logprob[{}]", row),
+                    fmt::format("{} ± {:.2g} (its own logprobs_at_ref[{}, {}] at the golden's token {})",
+                                a.logprobs_at_ref[i * k + j], kTokenTol * (1 + std::fabs(a.logprobs_at_ref[i * k + j])),
+                                row, j, g.a.token[gi]),
+                    fmt::format("{}", a.token_logprob[i]));
+}
+
 void accumulate_blocks(const Golden& g, const CandidateArrays& a, const std::vector<std::uint8_t>& seg_domain,
                        std::int64_t begin, std::size_t b, std::size_t e, std::uint64_t sample_cut,
                        JudgeAccumulator& acc, DeferredCheck* gchk = nullptr, DeferredCheck* cchk = nullptr,
-                       std::int64_t coff = 0) {
+                       std::int64_t coff = 0, std::int64_t* token_bad = nullptr) {
   const int k = g.meta.k;
   const std::uint32_t max_seg = static_cast<std::uint32_t>(seg_domain.size() - 1);
   acc.sample_cut = sample_cut;
@@ -216,12 +264,14 @@ void accumulate_blocks(const Golden& g, const CandidateArrays& a, const std::vec
     const std::int64_t g0 = begin + static_cast<std::int64_t>(i0);
     if ((gchk || cchk) && (i0 - b) % kCheckRows == 0) {
       const std::size_t i1 = std::min(e, i0 + kCheckRows);
-      if (gchk) gchk->rows(g0, begin + static_cast<std::int64_t>(i1));
+      // The golden's top-k mass is checked below from the scores (they sum it anyway).
+      if (gchk) gchk->rows_but_mass(g0, begin + static_cast<std::int64_t>(i1));
       if (cchk) cchk->rows(coff + static_cast<std::int64_t>(i0), coff + static_cast<std::int64_t>(i1));
     }
     B.n = n;
     B.position0 = g0;
     RowScores rs;
+    bool mass_over = false;  // a golden row's top-k mass > 1 + kTopkMassTol (gchk's check)
     alignas(64) std::int32_t ref1[PositionBlock::kMax];  // golden top-1 ids when g.top1 is empty
     for (int r0 = 0; r0 < n; r0 += kScoreRows) {
       const int rows = std::min(kScoreRows, n - r0);
@@ -242,12 +292,20 @@ void accumulate_blocks(const Golden& g, const CandidateArrays& a, const std::vec
         B.kl[r0 + r] = rs.kl[r];
         B.sigma2[r0 + r] = rs.sigma2[r];
         B.mass[r0 + r] = rs.mass[r];
+        mass_over |= static_cast<float>(rs.mass[r]) > 1.0f + kTopkMassTol;  // an f32 sum: exact
         B.clamped[r0 + r] = rs.q_other_clamped[r];
         // k = 1 has no second log-prob: the margin is unknown (NaN counts as a tie).
         B.margin[r0 + r] = k >= 2 ? static_cast<double>(rs.lp0[r]) - static_cast<double>(rs.lp1[r])
                                   : static_cast<double>(NAN);
       }
     }
+    if (mass_over && gchk) gchk->refuse();
+    if (token_bad && *token_bad < 0)  // the first row of the chunk that breaks token_inconsistent's rule
+      for (int t = 0; t < n; ++t)
+        if (token_inconsistent(g, a, g0 + t, static_cast<std::int64_t>(i0) + t)) {
+          *token_bad = static_cast<std::int64_t>(i0) + t;
+          break;
+        }
     // Per-position fields in plain loops (each one vectorised).
     const std::int32_t* seg = g.a.segment.data() + g0;
     const std::uint8_t* ph = g.a.phase.data() + g0;
@@ -359,15 +417,18 @@ JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Log
   }
   const std::int64_t coff = ci.in_memory ? 0 : ci.begin - ci.cand.meta.position_begin;
   std::vector<JudgeAccumulator> parts(chunk_count(n, chunk));
+  // Per chunk: its first candidate row whose token_logprob contradicts its logprobs_at_ref (candidate files).
+  std::vector<std::int64_t> token_bad(parts.size(), -1);
   std::uint64_t cut = blocks ? sample_prefilter(n) : ~std::uint64_t{0};
   for (;;) {
     parallel_for(n, chunk, [&](std::size_t ci_, std::size_t b, std::size_t e) {
       JudgeAccumulator& acc = parts[ci_];
+      std::int64_t* tbad = ci.in_memory ? nullptr : &token_bad[ci_];
       acc = JudgeAccumulator{};
       acc.init(k, doms, n_seg);
       acc.add_range(begin + b, begin + e);
       if (blocks) {
-        accumulate_blocks(g, a, seg_domain, begin, b, e, cut, acc, gchk, cchk, coff);
+        accumulate_blocks(g, a, seg_domain, begin, b, e, cut, acc, gchk, cchk, coff, tbad);
         return;
       }
       std::vector<float> rrow, crow;
@@ -375,6 +436,8 @@ JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Log
       for (std::size_t i = b; i < e; ++i) {
         const std::int64_t gi = begin + static_cast<std::int64_t>(i);
         const float* lp = &g.a.top_logprobs[gi * k];
+        if (tbad && *tbad < 0 && token_inconsistent(g, a, gi, static_cast<std::int64_t>(i)))
+          *tbad = static_cast<std::int64_t>(i);
         PositionRecord r;
         r.position = gi;
         r.segment = g.a.segment[gi];
@@ -418,6 +481,8 @@ JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Log
       cchk->finish();
       cchk = nullptr;
     }
+    for (std::int64_t i : token_bad)  // the first in file order, after the files' own checks
+      if (i >= 0) throw_token_inconsistent(g, ci, begin + i, i);
     if (cut != ~std::uint64_t{0}) {
       std::size_t collected = 0;
       for (auto& p : parts) collected += p.sample.size();

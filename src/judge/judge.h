@@ -184,7 +184,8 @@ void write_partial(const std::string& path, const Partial& p);
 Partial read_partial(const std::string& path);
 // The same from bytes in memory (fuzzing); `verify_checksum` can be turned off only by fuzzers.
 Partial parse_partial(std::span<const std::uint8_t> bytes, const std::string& path, bool verify_checksum = true);
-// Merges shards of one comparison; refuses shards of different goldens or overlapping ranges.
-Partial merge_partials(const std::vector<Partial>& parts);
+// Merges shards of one comparison; refuses shards of different goldens or overlapping ranges, naming
+// paths[i] (the shard files; "shard i" where not given).
+Partial merge_partials(const std::vector<Partial>& parts, const std::vector<std::string>& paths = {});
 
 }  // namespace kc

@@ -226,16 +226,27 @@ Partial parse_partial(std::span<const std::uint8_t> bytes, const std::string& pa
   return p;
 }
 
-Partial merge_partials(const std::vector<Partial>& parts) {
+Partial merge_partials(const std::vector<Partial>& parts, const std::vector<std::string>& paths) {
   if (parts.empty()) fail("merge: no shards given");
+  auto name = [&](std::size_t i) { return i < paths.size() ? paths[i] : fmt::format("shard {}", i + 1); };
   Partial m = parts[0];
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const Partial& p = parts[i];
     if (p.golden.checksum != m.golden.checksum)
-      fail("merge: shard {} was judged against golden {} but shard 1 against {}", i + 1, p.golden.checksum,
-           m.golden.checksum);
+      throw_input_error(name(i), "golden checksum", fmt::format("{} (the golden of {})", m.golden.checksum, name(0)),
+                        p.golden.checksum);
     if (p.noise.size() != m.noise.size())
-      fail("merge: shard {} has {} noise runs, shard 1 has {}", i + 1, p.noise.size(), m.noise.size());
+      throw_input_error(name(i), "noise runs", fmt::format("{} (as in {})", m.noise.size(), name(0)),
+                        fmt::format("{}", p.noise.size()));
+    // Named here (the accumulator's own check knows no files): a range judged by an earlier shard.
+    for (auto& r : p.cand.ranges)
+      for (std::size_t j = 0; j < i; ++j)
+        for (auto& q : parts[j].cand.ranges)
+          if (r.first < q.second && q.first < r.second)
+            throw_input_error(name(i), "positions",
+                              fmt::format("positions no other shard covers ({} covers [{}, {}))", name(j), q.first,
+                                          q.second),
+                              fmt::format("[{}, {})", r.first, r.second));
     m.cand.merge(p.cand);
     for (std::size_t r = 0; r < p.noise.size(); ++r) m.noise[r].merge(p.noise[r]);
     if (p.candidate_path != m.candidate_path) m.candidate_path += ", " + p.candidate_path;

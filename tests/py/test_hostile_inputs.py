@@ -18,6 +18,8 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 
+from kc_env import write_tokenizer
+
 KC = os.environ.get("KC_BIN", "kerncheck")
 N, V = 3000, 300
 
@@ -176,6 +178,47 @@ def test_infinite_token_logprob_is_counted_nonfinite(files, tmp_path, value):
     assert r["nonfinite"] == 1 and r["verdict"] == "FAIL", r["nonfinite"]
 
 
+def token_in_topk_rows(d):
+    """Rows where the golden's token is among its top-k, with its column (computed here from the golden)."""
+    g = load_file(d / "g.st")
+    hit = g["top_ids"] == g["token"][:, None]
+    rows = np.flatnonzero(hit.any(axis=1))
+    return rows, hit[rows].argmax(axis=1)
+
+
+@pytest.mark.parametrize("value", [0.0, "shifted"])
+def test_token_logprob_inconsistent_with_logprobs_at_ref_is_refused(files, tmp_path, value):
+    """token_logprob = 0 (or off by 0.5) where the golden's token is in the top-k contradicts the
+    candidate's own logprobs_at_ref there: exit 3 naming the file, row, field and the expected value."""
+    rows, cols = token_in_topk_rows(files)
+    assert len(rows) > 10
+    meta, t = load(files / "cand.st")
+    lq = t["logprobs_at_ref"][rows, cols]
+    np.testing.assert_allclose(t["token_logprob"][rows], lq, atol=1e-3, rtol=1e-3)  # consistent as recorded
+    r = int(rows[3])
+    t["token_logprob"] = t["token_logprob"].copy()
+    t["token_logprob"][r] = 0.0 if value == 0.0 else t["token_logprob"][r] - np.float32(0.5)
+    if value == 0.0:  # every row: the first one is named
+        t["token_logprob"][:] = 0.0
+        r = int(rows[0])
+    c = save(tmp_path / "edited.st", meta, t, CAND_ORDER)
+    p = run("test", files / "g.st", c)
+    refused(p, c, f"token_logprob[{r}]", "expected", f"logprobs_at_ref[{r}, {int(cols[list(rows).index(r)])}]",
+            str(np.float32(lq[list(rows).index(r)])))
+
+
+def test_token_logprob_rounding_is_accepted(files, tmp_path):
+    """A token log-prob that differs from logprobs_at_ref by f32/bf16-level rounding is not refused."""
+    rows, cols = token_in_topk_rows(files)
+    meta, t = load(files / "cand.st")
+    t["token_logprob"] = t["token_logprob"].copy()
+    lq = t["logprobs_at_ref"][rows, cols]
+    t["token_logprob"][rows] = lq + np.float32(4e-4) * (1 + np.abs(lq))
+    c = save(tmp_path / "edited.st", meta, t, CAND_ORDER)
+    p = run("test", files / "g.st", c)
+    assert p.returncode in (0, 1, 2), p.stderr  # a verdict, not a refusal
+
+
 def edited_golden(d, tmp_path, edit):
     """The edited golden (re-sealed) and the candidate re-sealed for it (its golden_checksum)."""
     meta, t = load(d / "g.st")
@@ -186,22 +229,32 @@ def edited_golden(d, tmp_path, edit):
     return g, save(tmp_path / "cedit.st", cmeta, ct, CAND_ORDER)
 
 
-def test_duplicate_topk_ids_are_refused(files, tmp_path):
+@pytest.mark.parametrize("cols", [(2, 5), (3, 17), (16, 19), (0, 19)])  # within and across blocks of 16
+def test_duplicate_topk_ids_are_refused(files, tmp_path, cols):
     def edit(t):
         ids = t["top_ids"].copy()
-        ids[7, 5] = ids[7, 2]  # not neighbours
+        ids[7, cols[1]] = ids[7, cols[0]]  # not neighbours
         t["top_ids"] = ids
     g, c = edited_golden(files, tmp_path, edit)
     refused(run("test", g, c), g, "top_ids[7]", "distinct ids")
 
 
-def test_golden_mass_above_one_is_refused(files, tmp_path):
+# Row 9 inside the judged positions (the judge checks the mass from its scores), outside --positions (the
+# reader's check on the rows the judge does not score) and read by record --golden (not the judge).
+@pytest.mark.parametrize("how", ["judged", "outside", "record"])
+def test_golden_mass_above_one_is_refused(files, tmp_path, how):
     def edit(t):
         lp = t["top_logprobs"].copy()
         lp[9, :] = np.float32(-0.001)  # mass ≈ 20
         t["top_logprobs"] = lp
     g, c = edited_golden(files, tmp_path, edit)
-    refused(run("test", g, c), g, "top_logprobs[9]", "mass ≤ 1")
+    if how == "judged":
+        p = run("test", g, c)
+    elif how == "outside":
+        p = run("test", g, c, "--positions", "100:3000")
+    else:
+        p = run("record", "--from-logits", files / "cand.npy", "--golden", g, "-o", tmp_path / "o.st")
+    refused(p, g, "top_logprobs[9]", "mass ≤ 1")
 
 
 # ---- 3. shards --------------------------------------------------------------------------------------------
@@ -399,3 +452,86 @@ def test_terminal_escapes_from_corpus_text_are_not_printed_raw(files, tmp_path):
     assert p.returncode in (0, 1, 2), p.stderr
     assert "worst positions" in p.stdout and "\\x1b" in p.stdout, p.stdout
     assert "\x1b" not in p.stdout and "\x07" not in p.stdout and "\x9b" not in p.stdout
+
+
+# One bad input for each reader a subcommand option feeds (golden, candidate, shard, corpus, thresholds,
+# spec, CSV cases, npy, safetensors, importer JSON, segments, tokens, tokenizer, GGUF, HF config) and for
+# merge and corpus build: every refusal is exit 3 and "FILE: FIELD: expected …".
+TINY = Path(__file__).resolve().parents[1] / "data" / "fixtures" / "llama-tiny"
+
+
+def _bad_inputs(d, t):
+    """(case id, argv, the file the message must name), made in folder t from the valid files in d."""
+    def w(name, data):
+        (t / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+        return t / name
+
+    g, c = d / "g.st", d / "cand.st"
+    raw_g, raw_c = g.read_bytes(), c.read_bytes()
+    good = t / "good.npy"
+    np.save(good, np.zeros((4, 3), np.float32))
+    np.save(t / "wrongshape.npy", np.zeros((5, 3), np.float32))
+    save_file({"x": np.zeros((4, 3), np.float32)}, str(t / "t.safetensors"))
+    st = bytearray((t / "t.safetensors").read_bytes())
+    run("test", g, c, "--positions", "0:1500", "--partial", t / "a.part", rc=0)
+    run("test", g, c, "--positions", "1000:3000", "--partial", t / "b.part", rc=0)  # overlaps a.part
+    tok_dir = t / "tok"
+    tok_dir.mkdir()
+    write_tokenizer(tok_dir / "good.json")
+    cfg_dir = t / "hf"
+    cfg_dir.mkdir()
+    for f in TINY.iterdir():
+        (cfg_dir / f.name).symlink_to(f)
+    (cfg_dir / "config.json").unlink()
+    cfg = json.loads((TINY / "config.json").read_text())
+    cfg["num_hidden_layers"] = "two"
+    (cfg_dir / "config.json").write_text(json.dumps(cfg))
+    prose = w("prose.txt", "In the beginning was the word. " * 40)
+    code = w("code.py", "def f(x):\n    return x + 1\n" * 40)
+    return [
+        ("golden-truncated", ["test", w("g_trunc.st", raw_g[: len(raw_g) // 2]), c], t / "g_trunc.st"),
+        ("golden-header", ["test", w("g_hdr.st", struct.pack("<Q", 9) + b'{"a": 1,x'), c], t / "g_hdr.st"),
+        ("golden-not-golden", ["test", t / "t.safetensors", c], t / "t.safetensors"),
+        ("candidate-truncated", ["test", g, w("c_trunc.st", raw_c[:-7])], t / "c_trunc.st"),
+        ("candidate-is-golden", ["test", g, g], g),
+        ("shard-truncated", ["merge", w("s_trunc.part", (t / "a.part").read_bytes()[:200])], t / "s_trunc.part"),
+        ("merge-overlap", ["merge", t / "a.part", t / "b.part"], t / "b.part"),
+        ("corpus", ["corpus", "show", w("bad.kcc", raw_g)], t / "bad.kcc"),
+        ("thresholds-type", ["test", g, c, "--thresholds",
+                             w("th.toml", '[kerncheck]\nformat = "thresholds"\nversion = 1\n[limits]\nkl_mean = "x"\n')],
+         t / "th.toml"),
+        ("thresholds-syntax", ["test", g, c, "--thresholds", w("th2.toml", "[limits\n")], t / "th2.toml"),
+        ("spec", ["compare", good, good, "--spec", w("spec.toml", '[matmul]\nstandrd = "x"\n')], t / "spec.toml"),
+        ("csv-cases", ["compare", "-i", w("cases.csv", "name,op,shape\nc1,nosuchop,4x4\n")], t / "cases.csv"),
+        ("npy-header", ["compare", w("bad.npy", b"\x93NUMPY\x01\x00\x10\x00{'descr': 'x'}\n"), good], t / "bad.npy"),
+        ("npy-shape", ["compare", t / "wrongshape.npy", good], t / "wrongshape.npy"),
+        ("safetensors-header", ["compare", f'{w("bad.safetensors", bytes(st[:8]) + b"[" + bytes(st[9:]))}:x', good],
+         t / "bad.safetensors"),
+        ("importer-json", ["import", "vllm", w("vllm.json", '{"prompt_logprobs": 3}'), "-g", g, "-o", t / "o.st"],
+         t / "vllm.json"),
+        ("segments", ["record", "--from-logits", d / "ref.npy", "--tokens", d / "tokens.npy", "--segments",
+                      w("segs.json", '[{"name": "s", "domain": "prose", "depth": "x", "start": 0}]'), "-o", t / "o.st"],
+         t / "segs.json"),
+        ("tokens", ["record", "--from-logits", d / "ref.npy", "--tokens", good, "--segments", d / "segs.json",
+                    "-o", t / "o.st"], good),
+        ("tokenizer", ["corpus", "build", "--tokenizer", w("tok/tokenizer.json", '{"model": {"type": "Unigram"}}'),
+                       "--prose", prose, "--code", code, "-o", t / "o.kcc"], t / "tok" / "tokenizer.json"),
+        ("corpus-build-source", ["corpus", "build", "--tokenizer", tok_dir / "good.json", "--prose",
+                                 w("empty.txt", ""), "--code", code, "-o", t / "o2.kcc"], t / "empty.txt"),
+        ("gguf", ["generate", "--model", w("bad.gguf", b"GGUF\x03\x00\x00\x00" + b"\xff" * 64), "--text", "hi"],
+         t / "bad.gguf"),
+        ("hf-config", ["generate", "--model", cfg_dir, "--ids", "1,2"], cfg_dir / "config.json"),
+    ]
+
+
+def test_every_reader_refusal_names_file_field_and_expected(files, tmp_path):
+    import re
+    bad = []
+    for name, args, f in _bad_inputs(files, tmp_path):
+        p = run(*args, timeout=60)
+        err = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
+        # "error: FILE[:LINE:COL]: FIELD: expected …"
+        m = re.search(re.escape(str(f)) + r"(:\d+)*: (?P<field>.+?): expected \S", err)
+        if p.returncode != 3 or not m:
+            bad.append(f"{name}: exit {p.returncode}: {err}")
+    assert not bad, "\n".join(bad)
