@@ -14,8 +14,10 @@ import sys
 # Times and the paths of the model and the output folder; everything else must agree byte for byte.
 IGNORED = {"total_seconds", "record_seconds", "record_seconds_golden", "sweep_record_seconds", "model", "golden",
            "candidate"}
-# In the judge's reports the paths are kept (with <out> in place of the folder), only times are dropped.
+# In the judge's reports the paths are kept (with <out> in place of the folder), only times are dropped, and
+# the golden's checksum: it seals the record command line, which holds the output folder's path.
 TIMES = re.compile(r"seconds|elapsed|wall")
+REPORT_IGNORED = {"checksum"}
 
 
 def strip(x, ignored):
@@ -39,8 +41,9 @@ def diff(a, b, where, out):
 
 def load(path, folder=None):
     text = open(path, encoding="utf-8", errors="surrogateescape").read()
-    if folder:
-        text = text.replace(json.dumps(os.path.abspath(folder))[1:-1], "<out>")
+    if folder:  # the folder as an absolute path, and as the demo was given it (a relative --out-dir)
+        for form in (os.path.abspath(folder), os.path.relpath(folder), os.path.basename(os.path.abspath(folder))):
+            text = re.sub(r'(?<![\w/.-])' + re.escape(json.dumps(form)[1:-1]) + r'(?=/)', "<out>", text)
     return text
 
 
@@ -55,7 +58,7 @@ def main(a, b):
         for name in sorted(set(ra) & set(rb)):
             x, y = load(f"{a}/reports/{name}", a), load(f"{b}/reports/{name}", b)
             if name.endswith(".json"):
-                diff(strip(json.loads(x), set()), strip(json.loads(y), set()), f"reports/{name}", out)
+                diff(strip(json.loads(x), REPORT_IGNORED), strip(json.loads(y), REPORT_IGNORED), f"reports/{name}", out)
             elif x != y:
                 out.append(f"reports/{name}: differs")
     else:
