@@ -29,6 +29,9 @@ def validate(doc, name):
 
 
 def test_schemas_are_shipped_and_loadable():
+    cache = BUILD / "CMakeCache.txt"
+    if cache.is_file() and "KC_PYTHON_BUILT:INTERNAL=OFF" in cache.read_text(errors="replace"):
+        pytest.skip("this build has no Python extension (the sanitized build): the package cannot import")
     import kerncheck.schemas as ks  # the package's loader, from the build tree (as installed)
 
     assert sorted(ks.NAMES) == sorted(p.stem for p in SCHEMAS.glob("*.json"))
