@@ -60,3 +60,24 @@ def write_tokenizer(path, extra_merges=(), merges=DEFAULT_MERGES):
                     "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
                     "vocab": vocab, "merges": [f"{a} {b}" for a, b in merges]}}
     Path(path).write_text(json.dumps(tj, ensure_ascii=False), encoding="utf-8")
+
+
+def has_python_extension(build: Path) -> bool:
+    """False for a build configured without the extension (KC_BUILD_PYTHON=OFF, e.g. the sanitized one)."""
+    cache = Path(build) / "CMakeCache.txt"
+    return not (cache.is_file() and "KC_PYTHON_BUILT:INTERNAL=OFF" in cache.read_text(errors="replace"))
+
+
+def import_kerncheck(build: Path):
+    """The kerncheck package from the build tree ($KC_BUILD_DIR/python); skips the calling test module when
+    the build has no extension."""
+    import sys
+
+    import pytest
+
+    if not has_python_extension(build):
+        pytest.skip("this build has no Python extension (KC_BUILD_PYTHON=OFF)", allow_module_level=True)
+    sys.path.insert(0, str(Path(build) / "python"))
+    import kerncheck
+
+    return kerncheck

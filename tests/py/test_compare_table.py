@@ -17,21 +17,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 KC_BIN = os.environ.get("KC_BIN", str(ROOT / "build" / "src" / "kerncheck"))
+from kc_env import import_kerncheck  # noqa: E402
 BUILD = Path(os.environ.get("KC_BUILD_DIR", ROOT / "build"))
 
 pytestmark = pytest.mark.skipif(not Path(KC_BIN).exists(), reason=f"{KC_BIN} not built")
 
 
-def _import_kerncheck():
-    cache = BUILD / "CMakeCache.txt"
-    if cache.is_file() and "KC_PYTHON_BUILT:INTERNAL=OFF" in cache.read_text(errors="replace"):
-        pytest.skip("this build has no Python extension (KC_BUILD_PYTHON=OFF)", allow_module_level=True)
-    sys.path.insert(0, str(BUILD / "python"))
-    import kerncheck  # noqa: E402 - after the path is set
-    return kerncheck
-
-
-kerncheck = _import_kerncheck()
+kerncheck = import_kerncheck(BUILD)
 TABLE = kerncheck._core.methods()
 CLI = [m["name"] for m in TABLE if m["cli"]]
 DEFAULT = next(m["name"] for m in TABLE if m["default"])

@@ -14,20 +14,13 @@ import numpy as np
 import pytest
 
 pytest_plugins = ["pytester"]
+from kc_env import import_kerncheck  # noqa: E402
 BUILD = Path(os.environ.get("KC_BUILD_DIR", "build")).resolve()
 KC = os.environ.get("KC_BIN", "kerncheck")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _import_kerncheck():
-    cache = BUILD / "CMakeCache.txt"
-    if cache.is_file() and "KC_PYTHON_BUILT:INTERNAL=OFF" in cache.read_text(errors="replace"):
-        pytest.skip("this build has no Python extension (KC_BUILD_PYTHON=OFF)", allow_module_level=True)
-    sys.path.insert(0, str(BUILD / "python"))
-    import kerncheck  # noqa: F401,E402 - after the path is set
-
-
-_import_kerncheck()
+import_kerncheck(BUILD)
 
 
 def run(*args):

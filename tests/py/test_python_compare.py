@@ -17,19 +17,11 @@ import numpy as np
 import pytest
 
 KC_BIN = os.environ.get("KC_BIN", "kerncheck")
+from kc_env import import_kerncheck  # noqa: E402
 BUILD = Path(os.environ.get("KC_BUILD_DIR", "build"))
 
 
-def _import_kerncheck():
-    cache = BUILD / "CMakeCache.txt"
-    if cache.is_file() and "KC_PYTHON_BUILT:INTERNAL=OFF" in cache.read_text(errors="replace"):
-        pytest.skip("this build has no Python extension (KC_BUILD_PYTHON=OFF)", allow_module_level=True)
-    sys.path.insert(0, str(BUILD / "python"))
-    import kerncheck  # noqa: E402 - after the path is set
-    return kerncheck
-
-
-kerncheck = _import_kerncheck()
+kerncheck = import_kerncheck(BUILD)
 from kerncheck.testing import assert_close  # noqa: E402
 
 

@@ -22,21 +22,12 @@ BUILD = Path(os.environ.get("KC_BUILD_DIR", "build"))
 DATA = Path(os.environ.get("KC_TEST_DATA", Path(__file__).resolve().parents[1] / "data"))
 TINY = DATA / "fixtures" / "llama-tiny"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kc_env import kc, write_tokenizer  # noqa: E402 - the fixture's tokenizer
+from kc_env import import_kerncheck, kc, write_tokenizer  # noqa: E402 - the fixture's tokenizer
 from test_corpus_record import CODE, PROSE  # noqa: E402
 
 
-def _import_kerncheck():
-    cache = BUILD / "CMakeCache.txt"
-    if cache.is_file() and "KC_PYTHON_BUILT:INTERNAL=OFF" in cache.read_text(errors="replace"):
-        pytest.skip("this build has no Python extension (KC_BUILD_PYTHON=OFF)", allow_module_level=True)
-    sys.path.insert(0, str(BUILD / "python"))
-    import kerncheck  # noqa: E402
-    import kerncheck.torch  # noqa: E402
-    return kerncheck
-
-
-kerncheck = _import_kerncheck()
+kerncheck = import_kerncheck(BUILD)
+import kerncheck.torch  # noqa: E402
 K = 8
 
 

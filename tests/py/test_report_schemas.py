@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 jsonschema = pytest.importorskip("jsonschema")
-from kc_env import kc  # noqa: E402
+from kc_env import has_python_extension, kc  # noqa: E402
 from test_sweep_demo import setup  # noqa: E402,F401 - the tiny model, golden, floor runs and sweep
 
 BUILD = Path(os.environ.get("KC_BUILD_DIR", "build")).resolve()
@@ -29,8 +29,7 @@ def validate(doc, name):
 
 
 def test_schemas_are_shipped_and_loadable():
-    cache = BUILD / "CMakeCache.txt"
-    if cache.is_file() and "KC_PYTHON_BUILT:INTERNAL=OFF" in cache.read_text(errors="replace"):
+    if not has_python_extension(BUILD):
         pytest.skip("this build has no Python extension (the sanitized build): the package cannot import")
     import kerncheck.schemas as ks  # the package's loader, from the build tree (as installed)
 
