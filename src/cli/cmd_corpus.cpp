@@ -1,5 +1,5 @@
 // kerncheck corpus: build an evaluation corpus (docs/corpus.md) or show one.
-//   corpus build --tokenizer MODEL_OR_TOKENIZER_JSON [--preset quick|full] [--depths 1024,2048]
+//   corpus build --tokenizer MODEL_OR_TOKENIZER_JSON [--preset quick|full|deep] [--depths 1024,2048]
 //                [--segments-per-depth 4] [--decode-last 512] [--prose FILE]… [--code FILE]… -o corpus.kcc
 //   corpus build --answers PROMPTS.txt --model M [--chat] [--greedy | --temperature T --top-p P] [--seed S]
 //                [--max-tokens N] -o answers.kcc      (a corpus of the model's own answers; docs/corpus.md)
@@ -32,7 +32,8 @@ int run(int argc, char** argv) {
           "a .gguf (tokenizer metadata), tokenizer.json or a folder with one (--answers: default the "
           "model's)")
       ->check(CLI::ExistingPath);
-  build->add_option("--preset", o.preset, "quick (depths 256,512; decode-last 64) or full (1k-8k; 512)")
+  build->add_option("--preset", o.preset,
+                    "quick (depths 256,512; decode-last 64), full (1k-8k; 512) or deep (8192 × 4; 32)")
       ->capture_default_str();
   build->add_option("--depths", depths, "comma-separated context depths (default: the preset's)");
   build->add_option("--segments-per-depth", o.segments_per_depth,

@@ -12,7 +12,9 @@ int run(int argc, char** argv) {
       "judged and calibrated, one tensor swept; one HTML report and a summary table."};
   app.name(argv[0]);
   kc::DemoOptions o;
-  app.add_option("--preset", o.preset, "quick (≤ 15 min on 2 cores) or full (the full corpus; hours)")
+  app.add_option("--preset", o.preset,
+                 "quick (≤ 15 min on 2 cores), deep (KL by depth to 8 192 tokens) or full (the full corpus; "
+                 "hours)")
       ->capture_default_str();
   app.add_option("--out-dir", o.out_dir, "output folder (finished files there are reused)")
       ->capture_default_str();
@@ -33,8 +35,9 @@ int run(int argc, char** argv) {
   if (!(o.judge.alpha > 0 && o.judge.alpha < 1))
     kc::fail("--alpha: expected in (0, 1), got {}", o.judge.alpha);
   // "tiny" (a few short segments, seconds) exists for the tests; it measures nothing.
-  if (o.preset != "quick" && o.preset != "full" && o.preset != "tiny")
-    kc::fail("--preset: expected quick or full, got \"{}\"", o.preset);
+  if (o.preset != "quick" && o.preset != "full" && o.preset != "deep" && o.preset != "tiny" &&
+      o.preset != "tiny-deep")
+    kc::fail("--preset: expected quick, full or deep, got \"{}\"", o.preset);
   return kc::run_demo(o);
 }
 

@@ -27,13 +27,24 @@ std::int64_t Corpus::positions() const {
 }
 
 void resolve_corpus_options(CorpusOptions& o) {
-  const bool full = o.preset == "full";
-  if (o.preset != "quick" && o.preset != "full")
-    fail("--preset: expected quick or full, got \"{}\"", o.preset);
-  if (o.depths.empty()) o.depths = full ? std::vector<std::int64_t>{1024, 2048, 4096, 8192}
-                                        : std::vector<std::int64_t>{256, 512};
-  if (o.segments_per_depth == 0) o.segments_per_depth = 4;
-  if (o.decode_last == 0) o.decode_last = full ? 512 : 64;
+  // deep: few long windows, so every position from depth 1 to 8 191 is scored in prefill (each depth
+  // bucket 64 … 4096+ holds ≥ 2 × 64 positions per domain) with a short decoded tail — depth at minutes, not
+  // the full preset's hours of decoding.
+  struct Shape {
+    const char* name;
+    std::vector<std::int64_t> depths;
+    std::int64_t segments, decode_last;
+  };
+  static const Shape shapes[] = {{"quick", {256, 512}, 4, 64},
+                                 {"full", {1024, 2048, 4096, 8192}, 4, 512},
+                                 {"deep", {8192}, 4, 32}};
+  const Shape* shape = nullptr;
+  for (const Shape& s : shapes)
+    if (o.preset == s.name) shape = &s;
+  if (!shape) fail("--preset: expected quick, full or deep, got \"{}\"", o.preset);
+  if (o.depths.empty()) o.depths = shape->depths;
+  if (o.segments_per_depth == 0) o.segments_per_depth = shape->segments;
+  if (o.decode_last == 0) o.decode_last = shape->decode_last;
   for (auto d : o.depths)
     if (d < 2 || d > (1 << 20)) fail("--depths: expected depths in [2, 2^20], got {}", d);
   if (o.segments_per_depth < 1 || o.segments_per_depth > 4096)

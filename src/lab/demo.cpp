@@ -1,7 +1,6 @@
 #include "lab/demo.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +12,7 @@
 #include "judge/calibrate.h"
 #include "golden/corpus.h"
 #include "judge/judge_html.h"
+#include "lab/demo_steps.h"
 #include "lab/record_model.h"
 #include "judge/report_format.h"
 #include "judge/svg_plot.h"
@@ -43,12 +43,12 @@ Preset preset_of(const std::string& name) {
   if (name == "quick") return {"quick", {}, 0, 0, "attn.p", "8,6,5,4,3,2"};
   if (name == "full") return {"full", {}, 0, 0, "attn.p", "10..2"};
   if (name == "tiny") return {"quick", {32, 64}, 4, 8, "attn.p", "6,3,1"};  // tests: seconds, not a result
-  fail("--preset: expected quick or full, got \"{}\"", name);
+  fail("--preset: expected quick, full or deep, got \"{}\"", name);
 }
 
-struct Run {
-  std::string name, variant, role;  // role: "noise" (also good), "good", "bad", "probe"
-};
+using demo::Judged;
+using demo::Run;
+using demo::Steps;
 
 const std::vector<Run>& demo_runs() {
   static const std::vector<Run> runs = {
@@ -82,50 +82,6 @@ json floor_test_json(const FloorTest* f) {
           {"significant", f->rejected}};
 }
 
-using Clock = std::chrono::steady_clock;
-
-class Steps {
- public:
-  Steps() : t0_(Clock::now()) {}
-  void begin(const std::string& what) {
-    ++n_;
-    ts_ = Clock::now();
-    std::printf("[%2d] %s …\n", n_, what.c_str());
-    std::fflush(stdout);
-  }
-  double end(const std::string& result) {
-    double s = secs(ts_), tot = secs(t0_);
-    std::printf("     %s (%.1f s; %.1f s so far)\n", result.c_str(), s, tot);
-    std::fflush(stdout);
-    return s;
-  }
-  double total() const { return secs(t0_); }
-
- private:
-  static double secs(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-  Clock::time_point t0_, ts_;
-  int n_ = 0;
-};
-
-bool golden_matches(const std::string& path, const std::string& corpus_id, const std::string& model_id,
-                    int k) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return false;
-  try {
-    Golden g = read_golden(path);
-    return g.meta.identity.corpus == corpus_id && g.meta.identity.model == model_id && g.meta.k == k &&
-           canonical_variant(g.meta.made_by.variant.empty() ? "f32" : g.meta.made_by.variant, path) == "f32";
-  } catch (const Error&) {
-    return false;
-  }
-}
-
-struct Judged {
-  const Run* run = nullptr;
-  std::string path;
-  JudgeReport floor_report, th_report;
-};
-
 struct Expectation {
   std::string text;
   bool held = false;
@@ -147,19 +103,15 @@ std::string default_demo_model() {
 }
 
 int run_demo(const DemoOptions& o) {
+  if (o.preset == "deep" || o.preset == "tiny-deep") return demo::run_deep_demo(o);
   Preset P = preset_of(o.preset);
   if (!o.sweep_tensor.empty()) P.sweep_tensor = o.sweep_tensor;
   if (!o.sweep_bits.empty()) P.sweep_bits = o.sweep_bits;
   const std::vector<int> sweep_bits = parse_bit_widths(P.sweep_bits, "--sweep-bits");
   for (const Run& r : demo_runs()) canonical_variant(r.variant);  // fails early if the lab is missing a term
-  const std::string model = o.model.empty() ? default_demo_model() : o.model;
-  std::error_code ec;
-  if (!fs::exists(model, ec))
-    fail(
-        "--model: {}: expected the SmolLM2-135M GGUF (run `bash scripts/fetch_smollm2.sh`, which prints its "
-        "path) or a model given with --model, got no such file",
-        model);
+  const std::string model = demo::demo_model(o);
   const fs::path out = o.out_dir;
+  std::error_code ec;
   fs::create_directories(out / "runs", ec);
   fs::create_directories(out / "reports", ec);
   if (ec) fail("--out-dir: {}: cannot create the folder: {}", o.out_dir, ec.message());
@@ -168,94 +120,26 @@ int run_demo(const DemoOptions& o) {
   std::printf("kerncheck demo, preset %s, model %s, output in %s/\n", o.preset.c_str(), model.c_str(),
               o.out_dir.c_str());
 
-  // 1. Corpus: building is deterministic and fast, so build it and keep the file when it is the same.
-  steps.begin("building the corpus");
-  const std::string tok_src = tokenizer_source(model);
-  Tokenizer tok = load_tokenizer(tok_src);
+  // 1. Corpus, 2. golden (the f32 reference), 3. candidates.
   CorpusOptions co;
   co.preset = P.corpus_preset;
   co.depths = P.depths;
   co.segments_per_depth = P.segments_per_depth;
   co.decode_last = P.decode_last;
-  co.prose_files = o.prose_files;
-  co.code_files = o.code_files;
-  resolve_corpus_options(co);
-  std::vector<SourceDoc> docs = o.prose_files.empty() && o.code_files.empty()
-                                    ? default_sources()
-                                    : read_sources(o.prose_files, o.code_files);
-  Corpus corpus = build_corpus(co, docs, tok, tok_src);
-  const std::string corpus_path = (out / "corpus.kcc").string();
-  bool corpus_reused = false;
-  {
-    Corpus tmp = corpus;
-    std::string probe = (out / "corpus.kcc.new").string();
-    write_corpus(probe, tmp);  // fills the checksum
-    try {
-      if (fs::exists(corpus_path, ec)) {
-        Corpus had = read_corpus(corpus_path);
-        corpus_reused = had.checksum == tmp.checksum && had.sources_id == tmp.sources_id;
-      }
-    } catch (const Error&) {
-      corpus_reused = false;
-    }
-    if (corpus_reused)
-      fs::remove(probe, ec);
-    else
-      fs::rename(probe, corpus_path, ec);
-    if (ec) fail("{}: cannot write the corpus: {}", corpus_path, ec.message());
-    corpus = read_corpus(corpus_path);
-  }
-  // The corpus identity (its tokens) and its sources' (their bytes): two users who see the same pair ran
-  // the same input.
-  steps.end(fmt::format("{} {}: {} segments, {} scored positions; corpus {}, sources {}",
-                        corpus_reused ? "reused" : "wrote", corpus_path, corpus.segments.size(),
-                        corpus.positions(), corpus.identity(), corpus.sources_id));
-
-  // 2. Golden: the f32 reference.
-  const std::string golden_path = (out / "golden.kcg").string();
-  steps.begin("recording the f32 golden");
-  const std::string model_id = model_identity(model);
-  const bool golden_reused = golden_matches(golden_path, corpus.identity(), model_id, 20);
-  if (!golden_reused) {
-    RecordModelOptions ro;
-    ro.model = model;
-    ro.corpus = corpus_path;
-    ro.out = golden_path;
-    ro.k = 20;
-    ro.command_line =
-        fmt::format("kerncheck record --model {} --corpus {} -o {}", model, corpus_path, golden_path);
-    record_golden_with_model(ro);
-  }
+  Corpus corpus = demo::demo_corpus(steps, out, co, o, model);
   std::map<std::string, double> record_seconds;
-  record_seconds["golden (f32)"] =
-      steps.end(golden_reused ? "reused " + golden_path : "wrote " + golden_path);
-
-  // 3. Candidates.
-  std::map<std::string, std::string> path_of;
-  for (const Run& r : demo_runs()) {
-    path_of[r.name] = (out / "runs" / (r.name + ".kcc")).string();
-    steps.begin(fmt::format("recording {} ({})", r.name, r.variant));
-    bool reused = record_candidate_cached({model, golden_path, path_of[r.name], r.variant, "", 0});
-    record_seconds[r.name] = steps.end(reused ? "reused " + path_of[r.name] : "wrote " + path_of[r.name]);
-  }
+  const std::string golden_path = demo::demo_golden(steps, out, corpus, model, record_seconds);
+  std::map<std::string, std::string> path_of =
+      demo::demo_candidates(steps, out, model, golden_path, demo_runs(), record_seconds);
 
   // 4. Judge against the floor (each floor run against the others: leave-one-out), then calibrate and judge with thresholds.
   steps.begin("judging every run against the golden and the noise floor");
   Golden golden = read_golden(golden_path);
-  std::map<std::string, JudgeAccumulator> acc;
-  for (const Run& r : demo_runs()) {
-    CandidateInput ci = open_candidate_input(path_of[r.name], golden);
-    acc[r.name] = accumulate(golden, ci, nullptr);
-  }
+  std::map<std::string, JudgeAccumulator> acc = demo::accumulate_runs(golden, demo_runs(), path_of);
   std::vector<std::string> noise_names;
   for (const Run& r : demo_runs())
     if (r.role == "noise") noise_names.push_back(r.name);
-  auto floor_for = [&](const Run& r) {
-    std::pair<std::vector<JudgeAccumulator>, std::vector<std::string>> f;
-    for (const auto& n : noise_names)
-      if (n != r.name) f.first.push_back(acc[n]), f.second.push_back(path_of[n]);
-    return f;
-  };
+  auto floor_for = [&](const Run& r) { return demo::floor_for(r, demo_runs(), acc, path_of); };
   std::vector<Judged> judged;
   for (const Run& r : demo_runs()) {
     auto [nacc, npaths] = floor_for(r);
@@ -371,11 +255,7 @@ int run_demo(const DemoOptions& o) {
   for (const auto& e : ex) all_held = all_held && e.held;
 
   // The overall floor test of a report: the candidate's KL mean against the floor runs' (their spread).
-  auto overall_test = [](const JudgeReport& r) -> const FloorTest* {
-    for (const auto& f : r.floor_tests)
-      if (f.kind == "overall") return &f;
-    return nullptr;
-  };
+  auto overall_test = [](const JudgeReport& r) { return demo::floor_test_of(r, "overall"); };
   auto spread = [&](const JudgeReport& r) {
     const FloorTest* f = overall_test(r);
     if (!f || f->floor_runs.empty() || !(f->floor_mean > 0)) return std::string("-");

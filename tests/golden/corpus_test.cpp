@@ -127,7 +127,7 @@ TEST(Corpus, BadOptions) {
     resolve_corpus_options(o);
   };
   expect_error([&] { with([](CorpusOptions& o) { o.preset = "medium"; }); },
-               "--preset: expected quick or full");
+               "--preset: expected quick, full or deep");
   expect_error([&] { with([](CorpusOptions& o) { o.depths = {1}; }); },
                "--depths: expected depths in [2, 2^20], got 1");
   expect_error([&] { with([](CorpusOptions& o) { o.segments_per_depth = -2; }); }, "--segments-per-depth");
@@ -145,6 +145,12 @@ TEST(Corpus, BadOptions) {
   EXPECT_EQ(f.depths, (std::vector<std::int64_t>{1024, 2048, 4096, 8192}));
   EXPECT_EQ(f.decode_last, 512);
   EXPECT_EQ(f.segments_per_depth, 4);
+  CorpusOptions d;
+  d.preset = "deep";
+  resolve_corpus_options(d);
+  EXPECT_EQ(d.depths, (std::vector<std::int64_t>{8192}));
+  EXPECT_EQ(d.decode_last, 32);
+  EXPECT_EQ(d.segments_per_depth, 4);
 
   const Tokenizer tok = test_tokenizer();
   CorpusOptions deep = small_options();
