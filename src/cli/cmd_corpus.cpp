@@ -33,7 +33,7 @@ int run(int argc, char** argv) {
           "model's)")
       ->check(CLI::ExistingPath);
   build->add_option("--preset", o.preset,
-                    "quick (depths 256,512; decode-last 64), full (1k-8k; 512) or deep (8192 × 4; 32)")
+                    "quick (depths 256,512; decode-last 64), full (1k-8k; 512) or deep (8192 × 2; 32)")
       ->capture_default_str();
   build->add_option("--depths", depths, "comma-separated context depths (default: the preset's)");
   build->add_option("--segments-per-depth", o.segments_per_depth,

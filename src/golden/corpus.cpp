@@ -27,9 +27,9 @@ std::int64_t Corpus::positions() const {
 }
 
 void resolve_corpus_options(CorpusOptions& o) {
-  // deep: few long windows, so every position from depth 1 to 8 191 is scored in prefill (each depth
-  // bucket 64 … 4096+ holds ≥ 2 × 64 positions per domain) with a short decoded tail — depth at minutes, not
-  // the full preset's hours of decoding.
+  // deep: two long windows (prose, code), so every depth from 1 to 8 192 is scored, in prefill but for a
+  // short decoded tail: each depth bucket 64 … 4096+ holds ≥ 2 × 64 positions, at minutes per record (the
+  // attention of 8 192 tokens costs as much as the weights), not the full preset's hours of decoding.
   struct Shape {
     const char* name;
     std::vector<std::int64_t> depths;
@@ -37,7 +37,7 @@ void resolve_corpus_options(CorpusOptions& o) {
   };
   static const Shape shapes[] = {{"quick", {256, 512}, 4, 64},
                                  {"full", {1024, 2048, 4096, 8192}, 4, 512},
-                                 {"deep", {8192}, 4, 32}};
+                                 {"deep", {8192}, 2, 32}};
   const Shape* shape = nullptr;
   for (const Shape& s : shapes)
     if (o.preset == s.name) shape = &s;

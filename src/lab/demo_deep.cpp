@@ -111,7 +111,7 @@ int run_deep_demo(const DemoOptions& o) {
 
   CorpusOptions co;
   co.preset = "deep";
-  if (tiny) co.depths = {256}, co.segments_per_depth = 2, co.decode_last = 8;
+  if (tiny) co.depths = {128}, co.segments_per_depth = 4, co.decode_last = 8;
   Corpus corpus = demo_corpus(steps, out, co, o, model);
   std::map<std::string, double> record_seconds;
   const std::string golden_path = demo_golden(steps, out, corpus, model, record_seconds);

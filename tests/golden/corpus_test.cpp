@@ -150,7 +150,7 @@ TEST(Corpus, BadOptions) {
   resolve_corpus_options(d);
   EXPECT_EQ(d.depths, (std::vector<std::int64_t>{8192}));
   EXPECT_EQ(d.decode_last, 32);
-  EXPECT_EQ(d.segments_per_depth, 4);
+  EXPECT_EQ(d.segments_per_depth, 2);
 
   const Tokenizer tok = test_tokenizer();
   CorpusOptions deep = small_options();

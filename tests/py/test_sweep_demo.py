@@ -163,3 +163,53 @@ def test_demo_tiny(setup):
     r2 = kc(*args, check=False)
     assert r2.returncode == r.returncode
     assert r2.stdout.count("reused") >= 1 + 1 + len(names) and "wrote" not in r2.stdout.split("Summary")[0]
+
+
+def test_demo_tiny_deep(setup):
+    """The deep preset's machinery on the tiny model (hidden `tiny-deep`: 4 windows of 128 tokens): each depth
+    cell's KL median is numpy's median of the per-position KL over the positions of that depth bucket, the
+    floor median is the mean of the other floor runs' medians, and the interval is the floor test's (with
+    test_judge_floor's quadrature t quantile, not the judge's incomplete beta)."""
+    from test_judge_floor import t_ppf
+
+    d, model, *_ = setup
+    out = d / "deep"
+    args = ["demo", "--preset", "tiny-deep", "--model", model, "--out-dir", out, "--prose", d / "prose.txt",
+            "--code", d / "code.py"]
+    r = kc(*args, check=False)
+    assert r.returncode in (0, 1), r.stderr
+    dj = json.loads((out / "depth.json").read_text())
+    assert dj["format"] == "kerncheck.demo-depth" and dj["version"] == 1
+    names = [x["name"] for x in dj["runs"]]
+    assert names == ["bf16", "bf16-flash", "order-1", "order-2", "p-bf16", "p-fp8", "p-fp8x448", "p-fp8x256"]
+    g = load_file(str(out / "golden.kcg"))
+    bucket = np.floor(np.log2(g["depth"])).astype(int)  # bucket lower bound 2^b
+    kl = {x["name"]: kl_top_k_other(out / "golden.kcg", x["candidate"]) for x in dj["runs"]}
+    noise = names[:4]
+    for x in dj["runs"]:
+        assert x["depth"], x["name"]
+        rep = json.loads((out / "reports" / f"{x['name']}.json").read_text())
+        assert x["verdict_floor"] == rep["verdict"]
+        for c in x["depth"]:
+            sel = bucket == int(np.log2(c["depth"]))
+            assert c["n"] == sel.sum() >= 100
+            # f32 KL in the judge against f64 here: tiny KL values (~1e-7) carry ~1e-5 relative rounding.
+            assert c["kl_median"] == pytest.approx(np.median(kl[x["name"]][sel]), rel=1e-3)
+            others = [np.median(kl[n][sel]) for n in noise if n != x["name"]]
+            assert c["floor_median"] == pytest.approx(np.mean(others), rel=1e-3)
+            assert c["median_ratio"] == pytest.approx(c["kl_median"] / c["floor_median"], rel=1e-9)
+            t = next(t for t in rep["floor_test"]["tests"] if t["split"] == f"depth {c['depth']}")
+            half = t_ppf(0.975, t["df"]) * t["sd"]
+            assert c["mean_ratio"] == pytest.approx(t["value"] / t["floor_mean"], rel=1e-9)
+            assert c["mean_ratio_lo"] == pytest.approx((t["value"] - half) / t["floor_mean"], rel=1e-6)
+            assert c["mean_ratio_hi"] == pytest.approx((t["value"] + half) / t["floor_mean"], rel=1e-6)
+            assert c["above_floor"] == t["significant"]
+    claim = dj["seed_depth_claim"]
+    assert claim["held"] == (claim["fp8_grows"] and not claim["fp8x448_grows"])
+    floor_ok = all(x["verdict_floor"] != "FAIL" for x in dj["runs"] if x["role"] == "noise")
+    fp8 = next(x for x in dj["runs"] if x["name"] == "p-fp8")["verdict_floor"]
+    assert dj["expectations_held"] == (floor_ok and fp8 == "FAIL") == (r.returncode == 0)
+    index = (out / "index.html").read_text()
+    assert "<svg" in index and "reports/p-fp8.html" in index and "KL by depth" in r.stdout
+    r2 = kc(*args, check=False)
+    assert r2.returncode == r.returncode and r2.stdout.count("reused") >= 2 + len(names)  # records nothing
