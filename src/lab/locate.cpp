@@ -469,6 +469,7 @@ std::string locate_text(const LocateResult& r) {
 std::string locate_json(const LocateResult& r) {
   auto num = [](double x) { return std::isfinite(x) ? json(x) : json(nullptr); };
   json j;
+  j["format"] = "kerncheck.locate", j["version"] = 1;
   j["model"] = r.model, j["golden"] = r.golden, j["variant"] = r.variant, j["reference"] = r.reference;
   j["noise"] = r.noise, j["alpha"] = r.alpha, j["min_factor"] = r.min_factor;
   j["positions"] = {{"prefill", r.positions[0]}, {"decode", r.positions[1]}};

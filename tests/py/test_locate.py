@@ -7,6 +7,7 @@ The SmolLM2 must-shows are in test_e2e_locate.py (slow)."""
 import json
 import math
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -58,6 +59,10 @@ def test_state_rounding_in_one_layer_is_named(golden, tmp_path):
     first = next(i for i, s in enumerate(sites) if s["phase"] == "decode" and s["departs"])
     assert all(s["cand"] <= 1e-29 for s in sites[:first] if s["phase"] == "decode")
     assert 'class="departs"' in html and "gdn.state (decode)" in html
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(ROOT) / "python" / "kerncheck" / "schemas" / "locate.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(rep)
 
 
 def test_benign_order_leaves_no_site(golden, tmp_path):
