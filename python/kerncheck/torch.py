@@ -357,7 +357,8 @@ def _locate_rows(model, sites, windows, chosen):
     return rows
 
 
-def locate(model_ref, model_cand, golden, noise_models, *, positions=None, seed=0, alpha=0.05, min_factor=1.5):
+def locate(model_ref, model_cand, golden, noise_models, *, positions=None, seed=0, alpha=0.05, min_factor=1.3,
+           cluster_positions=4):
     """kerncheck locate for transformers models (docs/locate.md): the first decoder-layer site, in data-flow
     order (per layer: attention output "attn.out", MLP output "mlp.out", the layer's output "hidden"), whose
     error against `model_ref` leaves the spread of the `noise_models` (≥ 2 equally correct implementations).
@@ -365,7 +366,7 @@ def locate(model_ref, model_cand, golden, noise_models, *, positions=None, seed=
     Every model runs the golden's windows under teacher forcing (one forward pass per window, up to its last
     chosen position; forward hooks on the named modules). Per site and position the error is the row's
     relative L2 error against the reference's; the site rule is the CLI's (the core's test_sites: one-sided
-    t on the mean log error, variance from the noise runs by segment, Holm over all sites, ≥ min_factor).
+    t on the mean log error, variance from the noise runs in clusters of cluster_positions positions of a segment, Holm over all sites, ≥ min_factor).
     Phases are the golden's (a prefill/decode label only: torch runs every position in one pass).
     positions: golden indices (default: 64 drawn with `seed`). Returns the report as a dict with the CLI
     JSON's keys (format "kerncheck.locate": first, sites, …)."""
@@ -405,7 +406,9 @@ def locate(model_ref, model_cand, golden, noise_models, *, positions=None, seed=
                     e.append(d / nb if nb > 0 else (0.0 if d == 0 else float("inf")))
                 errs.append(e)
             keys.append((layer, name, phase))
-            clusters.append([int(seg_of[np.searchsorted(positions, p)]) for p in ps])
+            clusters.append([int(seg_of[np.searchsorted(positions, p)]) * 1_000_000
+                             + ((p - int(starts[seg_of[np.searchsorted(positions, p)]])) // cluster_positions
+                                if cluster_positions > 0 else 0) for p in ps])
             samples.append(errs)
     tests = json.loads(_core.locate_test_sites(clusters, samples, alpha, min_factor))
     label = ("prefill", "decode")

@@ -57,6 +57,9 @@ int run(int argc, char** argv) {
   app.add_option("--min-factor", o.min_factor,
                  "a departing site's error must also be at least this many times the floor's (geometric mean)")
       ->capture_default_str();
+  app.add_option("--cluster-positions", o.cluster_positions,
+                 "positions per cluster of the variance estimate within a segment (0 = one cluster per segment)")
+      ->capture_default_str();
   app.add_option("--compare", method,
                  "tensor method for the verdict at each site (mixed, stat_rel_err, close, cosine, …; default: as "
                  "`compare` routes the site's dtype)");

@@ -269,6 +269,8 @@ LocateResult run_locate(const LocateOptions& o) {
         fail("--noise-variant: expected distinct noise variants, got {} twice", to_string(noise[a]));
   if (!(o.alpha > 0 && o.alpha < 1)) fail("--alpha: expected a level in (0, 1), got {}", o.alpha);
   if (!(o.min_factor >= 1)) fail("--min-factor: expected a factor ≥ 1, got {}", o.min_factor);
+  if (o.cluster_positions < 0)
+    fail("--cluster-positions: expected 0 (one cluster per segment) or a block size ≥ 1, got {}", o.cluster_positions);
   if (o.positions.empty()) fail("--positions: expected at least one position, got none");
   for (const auto& n : o.tensors)
     if (n.empty()) fail("--tensors: expected comma-separated hook names (docs/engine.md), got an empty name");
@@ -333,7 +335,11 @@ LocateResult run_locate(const LocateOptions& o) {
       if (site_keys.count({layer, name, phase})) sites.push_back({layer, name, phase});
   std::vector<SiteSamples> samples(sites.size());
   for (std::size_t s = 0; s < sites.size(); ++s) {
-    for (const auto& key : site_keys[sites[s]]) samples[s].cluster.push_back(g.a.segment[std::get<2>(key)]);
+    for (const auto& key : site_keys[sites[s]]) {
+      const std::int64_t pos = std::get<2>(key), seg = g.a.segment[pos];
+      const std::int64_t block = o.cluster_positions > 0 ? (pos - jobs[static_cast<std::size_t>(seg)].start) / o.cluster_positions : 0;
+      samples[s].cluster.push_back(static_cast<std::int32_t>(seg * 1'000'000 + block));
+    }
     samples[s].runs.resize(noise.size() + 1);
   }
   std::vector<SiteVerdicts> verdicts(sites.size());

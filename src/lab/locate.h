@@ -8,7 +8,7 @@
 // per-position relative L2 error of the row (‖run − ref‖₂ / ‖ref‖₂; per-head tensors: all heads' rows of
 // the position together; state tensors: the state after the prefill call and after each decode step).
 // A site "departs" when the candidate's log error is above the noise runs' on average, by a one-sided test
-// whose variance comes from the noise runs only (clustered by segment), Holm over all sites at --alpha,
+// whose variance comes from the noise runs only (clustered by runs of 4 positions of a segment), Holm over all sites at --alpha,
 // and by at least `min_factor` in geometric mean (so rounding-level differences are never flagged).
 //
 // Example:
@@ -36,7 +36,8 @@ struct LocateOptions {
   std::vector<std::int64_t> positions;   // golden indices, any order (deduplicated)
   std::vector<std::string> tensors;      // hook names; empty = every name the model reports
   double alpha = 0.05;                   // family-wise over all sites (Holm)
-  double min_factor = 1.5;               // a departing site's geometric-mean error ≥ this × the floor's
+  double min_factor = 1.3;               // a departing site's geometric-mean error ≥ this × the floor's
+  int cluster_positions = 4;             // positions per cluster within a segment; 0 = the whole segment
   bool allow_other_model = false;
   std::optional<Method> compare;         // tensor verdicts at each site (null: as `compare` routes f32)
   bool verdicts = true;                  // run the tensor method at each site
@@ -83,7 +84,7 @@ struct LocateSite {
 struct LocateResult {
   std::string model, golden, variant, reference = "f32";  // canonical variants
   std::vector<std::string> noise;
-  double alpha = 0.05, min_factor = 1.5;
+  double alpha = 0.05, min_factor = 1.3;
   std::size_t positions[2] = {0, 0};  // chosen positions per phase
   std::size_t segments = 0;           // segments replayed
   std::vector<LocateSite> sites;      // per phase, in data-flow order (prefill first)

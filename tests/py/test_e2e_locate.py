@@ -1,5 +1,5 @@
 """kerncheck locate's must-shows on the real model (issue 22, docs/locate.md): on SmolLM2-135M with a small
-golden (2 segments of 64 tokens, the last 8 decoded), noise runs bf16 and bf16+order=1,
+golden (2 segments of 64 tokens, the last 24 decoded), noise runs bf16 and bf16+order=1,
 - a rounding of one tensor in one layer (round:attn.out@12=4, round:mlp.out@20=3) is named as that layer
   and tensor in both phases;
 - P rounded to fp8 in every layer (p=fp8) is named as layer 0 attn.p, the first layer;
@@ -25,7 +25,7 @@ def golden(tmp_path_factory):
     d = tmp_path_factory.mktemp("loc2")
     (d / "prose.txt").write_text(PROSE)
     (d / "code.py").write_text(CODE)
-    kc("corpus", "build", "--tokenizer", MODEL, "--depths", "64", "--segments-per-depth", "1", "--decode-last", "8",
+    kc("corpus", "build", "--tokenizer", MODEL, "--depths", "64", "--segments-per-depth", "2", "--decode-last", "24",
        "--prose", d / "prose.txt", "--code", d / "code.py", "-o", d / "c.kcc")
     kc("record", "--model", MODEL, "--corpus", d / "c.kcc", "-o", d / "g.kcg")
     return d / "g.kcg"
