@@ -3,6 +3,8 @@
 record_golden(model, corpus, out)     the reference's top-k per position over a kerncheck corpus (.kcc)
 record_candidate(model, golden, out)  a candidate scored at the golden's positions
 round_module_output(model, name, bits) rounds a module's output to `bits` mantissa bits (forward hook)
+locate(model_ref, model_cand, golden, noise_models)  the first decoder-layer site whose error leaves the
+                                      noise models' spread (docs/locate.md)
 
 Teacher forcing: each corpus segment's window goes through the model in one forward pass; the logits
 never leave the model's device. On the device, per position: log-softmax in float64, top-k, the tail mass
@@ -11,7 +13,9 @@ only those k + 4 numbers per position reach the host. The C++ core then writes t
 candidate files as `kerncheck record` (docs/golden-format.md), so `kerncheck test` and kerncheck.test judge
 them, and `kerncheck record --model --golden` can score the C++ engine against a PyTorch golden.
 """
+import json
 import os
+import re
 import sys
 import time
 
@@ -295,3 +299,129 @@ def round_module_output(model, name, bits):
         raise ValueError(f"name: expected a submodule of the model (e.g. "
                          f"{next(iter(n for n, _ in model.named_modules() if n), '')!r}), got {name!r}") from None
     return mod.register_forward_hook(lambda _m, _inp, out: _round_tree(out, bits))
+
+
+# ---- locate ------------------------------------------------------------------------------------------
+
+# Decoder-layer modules of HF causal LMs and the engine's hook names they correspond to (docs/engine.md).
+_SITE_PATTERNS = ((re.compile(r"(?:^|\.)layers\.(\d+)\.self_attn$"), "attn.out", 0),
+                  (re.compile(r"(?:^|\.)layers\.(\d+)\.mlp$"), "mlp.out", 1),
+                  (re.compile(r"(?:^|\.)layers\.(\d+)$"), "hidden", 2))
+
+
+def _locate_sites(model):
+    """[(module name, layer, site name)] in data-flow order: per layer attention, MLP, the layer's output."""
+    out = []
+    for name, _ in model.named_modules():
+        for pat, site, rank in _SITE_PATTERNS:
+            m = pat.search(name)
+            if m:
+                out.append((int(m.group(1)), rank, name, site))
+    if not out:
+        raise ValueError("model: expected decoder layers named like 'model.layers.N' (with .self_attn and .mlp), "
+                         "got none")
+    return [(name, layer, site) for layer, _, name, site in sorted(out)]
+
+
+def _locate_rows(model, sites, windows, chosen):
+    """Per (site index, golden position): the float64 output row of that module at that position, from one
+    forward pass per window over its tokens up to the last chosen position (teacher forcing)."""
+    dev = _device_of(model)
+    rows, cur = {}, {}
+    mods = {name: model.get_submodule(name) for name, _, _ in sites}
+
+    def hook(i):
+        def fn(_m, _inp, out):
+            x = out[0] if isinstance(out, tuple) else out
+            start, local = cur["start"], cur["local"]
+            sel = x[0, local].detach().to(torch.float64).cpu().numpy()
+            for j, p in enumerate(local):
+                rows[(i, start + int(p))] = sel[j]
+        return fn
+
+    handles = [mods[name].register_forward_hook(hook(i)) for i, (name, _, _) in enumerate(sites)]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for w, local in zip(windows, chosen):
+                if not len(local):
+                    continue
+                cur["start"], cur["local"] = int(w["start"]), torch.as_tensor(local, dtype=torch.long)
+                ids = torch.as_tensor(np.asarray(w["tokens"][:int(local[-1]) + 1]), dtype=torch.long, device=dev)
+                model(input_ids=ids[None])
+    finally:
+        for h in handles:
+            h.remove()
+        model.train(was_training)
+    return rows
+
+
+def locate(model_ref, model_cand, golden, noise_models, *, positions=None, seed=0, alpha=0.05, min_factor=1.3,
+           cluster_positions=4):
+    """kerncheck locate for transformers models (docs/locate.md): the first decoder-layer site, in data-flow
+    order (per layer: attention output "attn.out", MLP output "mlp.out", the layer's output "hidden"), whose
+    error against `model_ref` leaves the spread of the `noise_models` (≥ 2 equally correct implementations).
+
+    Every model runs the golden's windows under teacher forcing (one forward pass per window, up to its last
+    chosen position; forward hooks on the named modules). Per site and position the error is the row's
+    relative L2 error against the reference's; the site rule is the CLI's (the core's test_sites: one-sided
+    t on the mean log error, variance from the noise runs in clusters of cluster_positions positions of a segment, Holm over all sites, ≥ min_factor).
+    Phases are the golden's (a prefill/decode label only: torch runs every position in one pass).
+    positions: golden indices (default: 64 drawn with `seed`). Returns the report as a dict with the CLI
+    JSON's keys (format "kerncheck.locate": first, sites, …)."""
+    if len(noise_models) < 2:
+        raise ValueError(f"noise_models: expected at least 2 equally correct models, got {len(noise_models)}")
+    g = _core.read_golden(os.fspath(golden))
+    n = int(g["n"])
+    if positions is None:
+        positions = np.sort(np.random.default_rng(seed).choice(n, size=min(64, n), replace=False))
+    positions = np.unique(np.asarray(positions, dtype=np.int64))
+    if positions.size == 0 or positions[0] < 0 or positions[-1] >= n:
+        raise ValueError(f"positions: expected golden indices in [0, {n}), got {positions.tolist()[:5]}…")
+    windows = g["windows"]
+    starts = np.array([int(w["start"]) for w in windows], dtype=np.int64)
+    seg_of = np.searchsorted(starts, positions, side="right") - 1
+    chosen = [positions[seg_of == s] - starts[s] for s in range(len(windows))]
+    phase_of = {}
+    for s, w in enumerate(windows):
+        for p in chosen[s]:
+            phase_of[int(starts[s] + p)] = 0 if p < int(w["n_prefill"]) else 1
+    sites = _locate_sites(model_ref)
+    ref = _locate_rows(model_ref, sites, windows, chosen)
+    runs = [_locate_rows(m, sites, windows, chosen) for m in (*noise_models, model_cand)]
+    keys, clusters, samples = [], [], []
+    for phase in (0, 1):
+        for i, (_, layer, name) in enumerate(sites):
+            ps = [int(p) for p in positions if phase_of[int(p)] == phase]
+            if not ps:
+                continue
+            errs = []
+            for run in runs:
+                e = []
+                for p in ps:
+                    a, b = run[(i, p)], ref[(i, p)]
+                    nb = float(np.sqrt((b * b).sum()))
+                    d = float(np.sqrt(((a - b) ** 2).sum()))
+                    e.append(d / nb if nb > 0 else (0.0 if d == 0 else float("inf")))
+                errs.append(e)
+            keys.append((layer, name, phase))
+            clusters.append([int(seg_of[np.searchsorted(positions, p)]) * 1_000_000
+                             + ((p - int(starts[seg_of[np.searchsorted(positions, p)]])) // cluster_positions
+                                if cluster_positions > 0 else 0) for p in ps])
+            samples.append(errs)
+    tests = json.loads(_core.locate_test_sites(clusters, samples, alpha, min_factor))
+    label = ("prefill", "decode")
+    report = {"format": "kerncheck.locate", "version": 1, "model": "kerncheck.torch", "golden": os.fspath(golden),
+              "variant": "model_cand", "reference": "model_ref",
+              "noise": [f"noise_models[{i}]" for i in range(len(noise_models))], "alpha": alpha,
+              "min_factor": min_factor,
+              "positions": {"prefill": sum(1 for v in phase_of.values() if v == 0),
+                            "decode": sum(1 for v in phase_of.values() if v == 1)},
+              "segments": int(sum(1 for c in chosen if len(c))), "family": len(tests),
+              "first": {"prefill": None, "decode": None}, "sites": []}
+    for (layer, name, phase), t in zip(keys, tests):
+        report["sites"].append({"layer": layer, "name": name, "phase": label[phase], **t})
+        if t["departs"] and report["first"][label[phase]] is None:
+            report["first"][label[phase]] = {"layer": layer, "name": name, "ratio": t["ratio"]}
+    return report

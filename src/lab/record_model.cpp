@@ -93,12 +93,7 @@ std::string model_identity(const std::string& path) {
 
 namespace {
 
-// One segment to run: its input window, how many positions are prefill, where its rows go.
-struct Job {
-  std::vector<std::int32_t> window;  // depth + 1 tokens
-  std::int64_t n_prefill = 0, depth = 0, start = 0;
-  std::int32_t index = 0;
-};
+using Job = SegmentReplay;  // one segment to run (record_model.h)
 
 struct Loaded {
   std::unique_ptr<CausalLM> model;
@@ -469,25 +464,24 @@ class NpyRowWriter {
   std::FILE* f_ = nullptr;
 };
 
-void record_candidate_with_model(const RecordModelOptions& o) {
-  Golden g = read_golden(o.golden);
-  const std::vector<std::int32_t> first = corpus_first_tokens(g);
-  Loaded L = load_model(o);
-  if (L.tokenizer_identity != g.meta.identity.tokenizer)
-    fail("{}: tokenizer: expected the golden's tokenizer {}, got {} from the model {}", o.golden,
-         g.meta.identity.tokenizer, L.tokenizer_identity, o.model);
-  if (L.identity != g.meta.identity.model && !o.allow_other_model)
+void check_golden_model(const Golden& g, const std::string& model, const std::string& model_id,
+                        const std::string& tokenizer_id, bool allow_other_model) {
+  if (tokenizer_id != g.meta.identity.tokenizer)
+    fail("{}: tokenizer: expected the golden's tokenizer {}, got {} from the model {}", g.path,
+         g.meta.identity.tokenizer, tokenizer_id, model);
+  if (model_id != g.meta.identity.model && !allow_other_model)
     fail("{}: model: expected the golden's model {}, got {} ({}); pass --allow-other-model to score another "
          "model against it",
-         o.golden, g.meta.identity.model, L.identity, o.model);
-  const std::int64_t V = static_cast<std::int64_t>(L.model->vocab_size());
-  if (V != g.meta.vocab)
-    throw_input_error(o.model, "vocab", fmt::format("{} (the golden's)", g.meta.vocab), std::to_string(V));
-  std::vector<Job> jobs;
+         g.path, g.meta.identity.model, model_id, model);
+}
+
+std::vector<SegmentReplay> golden_replays(const Golden& g, std::int64_t V) {
+  const std::vector<std::int32_t> first = corpus_first_tokens(g);
+  std::vector<SegmentReplay> jobs;
   const auto& segs = g.meta.segments;
   for (std::size_t i = 0; i < segs.size(); ++i) {
     std::int64_t b = segs[i].start, e = i + 1 < segs.size() ? segs[i + 1].start : g.meta.n;
-    Job j;
+    SegmentReplay j;
     j.index = static_cast<std::int32_t>(i);
     j.start = b;
     j.depth = e - b;
@@ -496,22 +490,33 @@ void record_candidate_with_model(const RecordModelOptions& o) {
     for (std::int64_t p = b; p < e; ++p) {
       j.window.push_back(g.a.token[p]);
       if (g.a.segment[p] != j.index || g.a.depth[p] != p - b + 1)
-        throw_input_error(o.golden, fmt::format("segment/depth[{}]", p),
+        throw_input_error(g.path, fmt::format("segment/depth[{}]", p),
                           fmt::format("segment {}, depth {} (a golden recorded with record --model)", i, p - b + 1),
                           fmt::format("{}, {}", g.a.segment[p], g.a.depth[p]));
       if (g.a.phase[p] == 0) {
         if (j.n_prefill != p - b)
-          throw_input_error(o.golden, fmt::format("phase[{}]", p), "prefill positions before decode ones",
+          throw_input_error(g.path, fmt::format("phase[{}]", p), "prefill positions before decode ones",
                             "prefill after decode");
         ++j.n_prefill;
       }
     }
     if (first[i] < 0 || first[i] >= V)
-      throw_input_error(o.golden, kCorpusFirstTokensKey, fmt::format("ids in [0, {})", V), std::to_string(first[i]));
+      throw_input_error(g.path, kCorpusFirstTokensKey, fmt::format("ids in [0, {})", V), std::to_string(first[i]));
     if (j.n_prefill < 1)
-      throw_input_error(o.golden, fmt::format("segments[{}]", i), "at least one prefill position", "none");
+      throw_input_error(g.path, fmt::format("segments[{}]", i), "at least one prefill position", "none");
     jobs.push_back(std::move(j));
   }
+  return jobs;
+}
+
+void record_candidate_with_model(const RecordModelOptions& o) {
+  Golden g = read_golden(o.golden);
+  Loaded L = load_model(o);
+  check_golden_model(g, o.model, L.identity, L.tokenizer_identity, o.allow_other_model);
+  const std::int64_t V = static_cast<std::int64_t>(L.model->vocab_size());
+  if (V != g.meta.vocab)
+    throw_input_error(o.model, "vocab", fmt::format("{} (the golden's)", g.meta.vocab), std::to_string(V));
+  std::vector<Job> jobs = golden_replays(g, V);
   Checkpoints ck(o.out, run_key(o, "candidate", L.identity, g.meta.checksum));
   std::optional<NpyRowWriter> logits_out;
   if (!o.logits_out.empty()) logits_out.emplace(o.logits_out, g.meta.n, V);

@@ -14,6 +14,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "golden/golden.h"
 #include "io/safetensors.h"
@@ -51,6 +52,23 @@ void check_checkpoint(const SafetensorsFile& f, const std::string& key, std::int
 // The rows of a checked checkpoint of n positions; false when its tensors are not those of n rows of k.
 bool golden_checkpoint_rows(const SafetensorsFile& f, std::size_t n, std::size_t k, GoldenBuffers& g);
 bool candidate_checkpoint_rows(const SafetensorsFile& f, std::size_t n, std::size_t k, CandidateBuffers& c);
+
+// One segment of a golden recorded with `record --model`, as the engine replays it under teacher forcing:
+// window[0 … depth] (the corpus' first token, then every scored position's token), of which the first
+// n_prefill go through one prefill and the rest are decoded one at a time; its rows are golden positions
+// start … start + depth − 1. Throws kc::Error naming the golden for segments, depths or phases that are not
+// those of such a golden, and for first tokens outside [0, vocab).
+struct SegmentReplay {
+  std::vector<std::int32_t> window;  // depth + 1 tokens
+  std::int64_t n_prefill = 0, depth = 0, start = 0;
+  std::int32_t index = 0;
+};
+std::vector<SegmentReplay> golden_replays(const Golden& g, std::int64_t vocab);
+
+// Refuses (kc::Error naming the golden) a model whose tokenizer differs from the golden's, or whose
+// identity (model_identity) differs unless allow_other_model.
+void check_golden_model(const Golden& g, const std::string& model, const std::string& model_id,
+                        const std::string& tokenizer_id, bool allow_other_model);
 
 void record_golden_with_model(const RecordModelOptions& o);
 void record_candidate_with_model(const RecordModelOptions& o);

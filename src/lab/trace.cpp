@@ -127,16 +127,6 @@ Run run_once(const CausalLM& m, const std::vector<std::int32_t>& prompt, int pre
   return r;
 }
 
-double rel_err(std::span<const float> a, std::span<const float> b) {
-  double d2 = 0, b2 = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double d = static_cast<double>(a[i]) - b[i];
-    d2 += d * d, b2 += static_cast<double>(b[i]) * b[i];
-  }
-  if (b2 == 0) return d2 == 0 ? 0.0 : INFINITY;
-  return std::sqrt(d2 / b2);
-}
-
 LogitsTrace logits_trace(std::span<const float> var, std::span<const float> ref) {
   auto log_softmax = [](std::span<const float> x) {
     double mx = -INFINITY;
@@ -151,7 +141,7 @@ LogitsTrace logits_trace(std::span<const float> var, std::span<const float> ref)
   std::vector<double> lr = log_softmax(ref), lv = log_softmax(var);
   double kl = 0;
   for (std::size_t i = 0; i < lr.size(); ++i) kl += std::exp(lr[i]) * (lr[i] - lv[i]);
-  return {rel_err(var, ref), std::max(kl, 0.0)};
+  return {relative_l2_error(var, ref), std::max(kl, 0.0)};
 }
 
 std::string read_text(const std::string& path) {
@@ -202,6 +192,16 @@ void write_dump(const TraceOptions& o, const TraceResult& res, const Capture& re
 }
 
 }  // namespace
+
+double relative_l2_error(std::span<const float> a, std::span<const float> b) {
+  double d2 = 0, b2 = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    d2 += d * d, b2 += static_cast<double>(b[i]) * b[i];
+  }
+  if (b2 == 0) return d2 == 0 ? 0.0 : INFINITY;
+  return std::sqrt(d2 / b2);
+}
 
 double TensorTrace::decode_mean() const {
   if (decode.empty()) return 0;
@@ -296,7 +296,7 @@ TraceResult run_trace(const TraceOptions& o) {
         ok = false;
         break;
       }
-      const double e = rel_err(vh->second, b);  // combine heads: Σ d² / Σ b²
+      const double e = relative_l2_error(vh->second, b);  // combine heads: Σ d² / Σ b²
       double bb = 0;
       for (float x : b) bb += static_cast<double>(x) * x;
       d2 += e * e * bb, b2 += bb;

@@ -20,6 +20,7 @@
 //   std::fputs(kc::trace_text(r).c_str(), stdout);
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,9 @@ struct TraceResult {
   std::vector<LogitsTrace> decode_logits;
   int prefill_block = 0, reference_prefill_block = 0;  // 0: one call
 };
+
+// ‖a − b‖₂ / ‖b‖₂ with sums in f64 (0 when both are zero, +inf when only b is): trace's and locate's error.
+double relative_l2_error(std::span<const float> a, std::span<const float> b);
 
 TraceResult run_trace(const TraceOptions& o);
 std::string trace_text(const TraceResult& r);

@@ -26,6 +26,7 @@
 #include "golden/golden.h"
 #include "judge/judge.h"
 #include "judge/judge_html.h"
+#include "lab/locate.h"
 #include "lab/record_model.h"
 #include "golden/record_topk.h"
 #include "core/atomic_file.h"
@@ -538,4 +539,35 @@ NB_MODULE(_core, m) {
         "Rounds a C-contiguous float32 array to `bits` explicit mantissa bits in place (RNE).");
   m.def("round_mantissa", [](double x, int bits) { return kc::round_mantissa(x, bits); }, "x"_a, "bits"_a);
   m.def("dtype_names", &kc::dtype_names_list);
+  // locate's site rule (lab/locate.h test_sites) for kerncheck.torch.locate: per site its samples' clusters
+  // and runs[m + 1][samples] (noise runs, then the candidate); returns JSON text, one object per site.
+  m.def("locate_test_sites",
+        [](const std::vector<std::vector<std::int32_t>>& clusters,
+           const std::vector<std::vector<std::vector<double>>>& runs, double alpha, double min_factor) {
+          if (clusters.size() != runs.size())
+            throw kc::Error(fmt::format("runs: expected one entry per site ({}), got {}", clusters.size(), runs.size()));
+          std::vector<kc::SiteSamples> sites;
+          for (std::size_t i = 0; i < clusters.size(); ++i) {
+            if (runs[i].size() < 3)
+              throw kc::Error(fmt::format("runs[{}]: expected at least 2 noise runs and the candidate, got {} runs", i,
+                                          runs[i].size()));
+            for (const auto& r : runs[i])
+              if (r.size() != clusters[i].size())
+                throw kc::Error(fmt::format("runs[{}]: expected {} samples per run, got {}", i, clusters[i].size(),
+                                            r.size()));
+            sites.push_back({clusters[i], runs[i]});
+          }
+          nlohmann::json out = nlohmann::json::array();
+          auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
+          for (const auto& t : kc::test_sites(sites, alpha, min_factor)) {
+            nlohmann::json n = nlohmann::json::array();
+            for (double x : t.noise) n.push_back(num(x));
+            out.push_back({{"samples", t.samples}, {"clusters", t.clusters}, {"cand", num(t.cand)},
+                           {"floor", num(t.floor)}, {"noise", n}, {"ratio", num(t.ratio)}, {"sd_log", num(t.sd)},
+                           {"df", t.df}, {"t", num(t.t)}, {"p_value", num(t.p_value)}, {"rejected", t.rejected},
+                           {"departs", t.departs}});
+          }
+          return out.dump();
+        },
+        "clusters"_a, "runs"_a, "alpha"_a, "min_factor"_a);
 }

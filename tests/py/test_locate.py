@@ -1,0 +1,168 @@
+"""kerncheck locate (docs/locate.md) on the trained hybrid fixture (tests/data/models/hybrid-tiny): a variant
+that rounds one stored state in one layer (round:gdn.state@2=4) is named, in both phases, as that layer's
+gdn.state; a benign one (order=3) leaves no site outside the floor. The report's figures are checked
+against an independent recomputation (Student's t tail from mpmath's regularized incomplete beta, numpy's
+geometric means), its JSON against
+its schema-like invariants, its HTML for the departing marks; bad inputs exit 3 naming the field.
+The SmolLM2 must-shows are in test_e2e_locate.py (slow)."""
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import mpmath  # in the lock (torch → sympy → mpmath)
+
+from kc_env import kc
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = os.environ.get("KC_TEST_DATA", os.path.join(ROOT, "tests", "data"))
+MODEL = os.path.join(DATA, "models", "hybrid-tiny")
+NOISE = ("--noise-variant", "order=1", "--noise-variant", "order=2")
+
+PROSE = ("In the beginning God created the heaven and the earth. And the earth was without form, and void; "
+         "and darkness was upon the face of the deep.\n") * 20
+CODE = "".join(f"def g{i}(a, b):\n    return a - {i} * b  # line {i}\n\n" for i in range(80))
+
+pytestmark = pytest.mark.skipif(not os.path.isdir(MODEL), reason="tests/data/models/hybrid-tiny not present")
+
+
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory):
+    d = tmp_path_factory.mktemp("loc")
+    (d / "prose.txt").write_text(PROSE)
+    (d / "code.py").write_text(CODE)
+    kc("corpus", "build", "--tokenizer", MODEL, "--depths", "64", "--segments-per-depth", "2", "--decode-last", "8",
+       "--prose", d / "prose.txt", "--code", d / "code.py", "-o", d / "c.kcc")
+    kc("record", "--model", MODEL, "--corpus", d / "c.kcc", "-o", d / "g.kcg")
+    return d, d / "g.kcg"
+
+
+def t_sf(t, df):
+    """P(T_df > t): ½ I_{df/(df+t²)}(df/2, ½) for t ≥ 0, 1 − that for t < 0."""
+    half = float(0.5 * mpmath.betainc(df / 2, 0.5, 0, df / (df + t * t), regularized=True))
+    return half if t >= 0 else 1 - half
+
+
+def locate(golden, tmp, variant, *flags, noise=NOISE):
+    j, h = tmp / "loc.json", tmp / "loc.html"
+    r = kc("locate", "--model", MODEL, "--golden", golden, "--variant", variant, *noise, "--json", j, "--html", h,
+           *flags, check=False)
+    assert r.returncode in (0, 1), r.stderr
+    return r, json.loads(j.read_text()), h.read_text()
+
+
+def test_state_rounding_in_one_layer_is_named(golden, tmp_path):
+    d, g = golden
+    r, rep, html = locate(g, tmp_path, "round:gdn.state@2=4", "--positions", "0:128")
+    assert r.returncode == 1, r.stdout
+    assert rep["positions"] == {"prefill": 112, "decode": 16}
+    for phase in ("prefill", "decode"):
+        assert rep["first"][phase]["layer"] == 2 and rep["first"][phase]["name"] == "gdn.state", rep["first"]
+    assert "decode: first site outside the floor: layer 2 gdn.state" in r.stdout, r.stdout
+    # The candidate is the reference (bitwise) upstream of the rounding: error 0 there.
+    sites = rep["sites"]
+    first = next(i for i, s in enumerate(sites) if s["phase"] == "decode" and s["departs"])
+    assert all(s["cand"] <= 1e-29 for s in sites[:first] if s["phase"] == "decode")
+    assert 'class="departs"' in html and "gdn.state (decode)" in html
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(ROOT) / "python" / "kerncheck" / "schemas" / "locate.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(rep)
+
+
+def test_benign_order_leaves_no_site(golden, tmp_path):
+    d, g = golden
+    r, rep, _ = locate(g, tmp_path, "order=3", "--positions", "random:40", "--seed", "5")
+    assert r.returncode == 0, r.stdout
+    assert rep["first"] == {"prefill": None, "decode": None}
+    assert "no site leaves the floor" in r.stdout
+    assert not any(s["departs"] for s in rep["sites"])
+
+
+def test_figures_recomputed(golden, tmp_path):
+    """p = P(T_df > t), t = ln(ratio) / sd, ratio = cand / floor, floor = geometric mean of the noise runs;
+    Holm over the family at alpha; departs = rejected and ratio ≥ min factor."""
+    d, g = golden
+    _, rep, _ = locate(g, tmp_path, "round:gdn.state@2=4", "--positions", "random:30", "--min-factor", "2")
+    sites = rep["sites"]
+    assert rep["family"] == len(sites) and len(sites) > 20
+    ps = []
+    for s in sites:
+        noise = np.array(s["noise"], dtype=np.float64)
+        assert s["floor"] == pytest.approx(math.exp(np.log(noise).mean()), rel=1e-9)
+        assert s["ratio"] == pytest.approx(s["cand"] / s["floor"], rel=1e-9)
+        if s["sd_log"] and s["sd_log"] > 0:
+            assert s["t"] == pytest.approx(math.log(s["ratio"]) / s["sd_log"], rel=1e-9)
+            assert s["p_value"] == pytest.approx(t_sf(s["t"], s["df"]), rel=1e-6, abs=1e-12)
+        ps.append(s["p_value"])
+    # Holm step-down, recomputed.
+    order = np.argsort(ps, kind="stable")
+    rejected = [False] * len(ps)
+    for rank, i in enumerate(order):
+        if ps[i] > rep["alpha"] / (len(ps) - rank):
+            break
+        rejected[i] = True
+    assert [s["rejected"] for s in sites] == rejected
+    assert [s["departs"] for s in sites] == [s["rejected"] and s["ratio"] >= 2 for s in sites]
+    # Data-flow order within each phase: the prefill sites first; layer 0 before layer 1 for one name.
+    phases = [s["phase"] for s in sites]
+    assert phases == sorted(phases, key=lambda p: p != "prefill")
+    layers = [s["layer"] for s in sites if s["phase"] == "prefill" and s["name"] == "gdn.state"]
+    assert layers == sorted(layers)
+
+
+def test_tensor_verdicts_beside_the_noise_runs(golden, tmp_path):
+    d, g = golden
+    _, rep, _ = locate(g, tmp_path, "round:gdn.state@2=4", "--positions", "0:128", "--tensors", "gdn.state",
+                       "--compare", "close")
+    st = [s for s in rep["sites"] if s["phase"] == "decode"]
+    assert {s["name"] for s in st} == {"gdn.state"}
+    for s in st:
+        assert s["compare"]["method"] == "close"
+        assert s["compare"]["noise_pass"] == [True, True], s  # order=N: f32-rounding differences
+        assert s["compare"]["cand_pass"] == (s["layer"] < 2), s  # the rounded state propagates downstream
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (("--variant", "order=3", "--noise-variant", "order=1"), "--noise-variant: expected at least 2"),
+    (("--variant", "order=3", "--noise-variant", "order=1", "--noise-variant", "order=1"), "expected distinct"),
+    (("--variant", "order=3", *NOISE, "--positions", "9:2"), "--positions: expected"),
+    (("--variant", "order=3", *NOISE, "--positions", "worst:5"), "expected --report"),
+    (("--variant", "order=3", *NOISE, "--tensors", "attn.nope"), "--tensors: attn.nope"),
+    (("--variant", "nope=1", *NOISE), "--variant"),
+    (("--variant", "order=3", *NOISE, "--compare", "bogus"), "--compare"),
+])
+def test_refusals(golden, tmp_path, flags, needle):
+    d, g = golden
+    r = kc("locate", "--model", MODEL, "--golden", g, *flags, check=False)
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    assert needle in r.stderr, r.stderr
+
+
+def test_report_positions_and_bad_report(golden, tmp_path):
+    d, g = golden
+    bad = tmp_path / "r.json"
+    bad.write_text(json.dumps({"verdict": "PASS", "worst": [{"position": 5}, {"position": 10 ** 6}]}))
+    r = kc("locate", "--model", MODEL, "--golden", g, "--variant", "order=3", *NOISE, "--positions", "worst:4",
+           "--report", bad, check=False)
+    assert r.returncode == 3 and str(bad) in r.stderr and "worst[1].position" in r.stderr, r.stderr
+    good = tmp_path / "r2.json"
+    good.write_text(json.dumps({"verdict": "PASS", "worst": [{"position": 5}, {"position": 70}]}))
+    r, rep, _ = locate(g, tmp_path, "round:gdn.state@2=4", "--positions", "worst:2", "--report", good)
+    assert rep["positions"]["prefill"] + rep["positions"]["decode"] == 2 + 8  # + max(N/4, 8) random
+    assert "the model-level judge PASSes this candidate, but a site leaves the floor" in r.stdout
+
+
+def test_refuses_another_models_golden(golden, tmp_path):
+    """As record --golden: a model whose identity differs (here one more config key) is refused."""
+    import shutil
+    d, g = golden
+    other = tmp_path / "other"
+    shutil.copytree(MODEL, other)
+    cfg = json.loads((other / "config.json").read_text())
+    cfg["kerncheck_test_note"] = "another identity"
+    (other / "config.json").write_text(json.dumps(cfg))
+    r = kc("locate", "--model", other, "--golden", g, "--variant", "order=3", *NOISE, check=False)
+    assert r.returncode == 3 and str(g) in r.stderr and "model: expected the golden's model" in r.stderr, r.stderr
