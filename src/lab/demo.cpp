@@ -162,7 +162,7 @@ int run_demo(const DemoOptions& o) {
   const fs::path out = o.out_dir;
   fs::create_directories(out / "runs", ec);
   fs::create_directories(out / "reports", ec);
-  if (ec) fail("--out-dir: {}: cannot create the folder: {}", o.out_dir, ec.message());
+  if (ec) throw_input_error(o.out_dir, "--out-dir", "a folder that can be created", ec.message());
 
   Steps steps;
   std::printf("kerncheck demo, preset %s, model %s, output in %s/\n", o.preset.c_str(), model.c_str(),
@@ -202,7 +202,7 @@ int run_demo(const DemoOptions& o) {
       fs::remove(probe, ec);
     else
       fs::rename(probe, corpus_path, ec);
-    if (ec) fail("{}: cannot write the corpus: {}", corpus_path, ec.message());
+    if (ec) throw_input_error(corpus_path, "write", "a writable folder", ec.message());
     corpus = read_corpus(corpus_path);
   }
   // The corpus identity (its tokens) and its sources' (their bytes): two users who see the same pair ran
