@@ -31,7 +31,7 @@ ALLOWED = {
     ("opmode/cases.cpp", "c.where(), e.what()"): "prefixes a kc::Error (already shaped) with FILE:LINE:COL",
     ("lab/generate.cpp", "o.prompts_path, p.line, e.what()"): "prefixes the prompt's kc::Error with FILE: line N",
     ("lab/record_model.cpp", "KC_RECORD_STOP_AFTER"): "a deliberate stop for the resume tests, not a refusal",
-    ("cli/cmd_corpus.cpp", "std::invalid_argument(t)"): "caught two lines below, rethrown as '--depths: expected …'",
+    ("cli/cmd_corpus.cpp", "std::invalid_argument(t"): "caught two lines below, rethrown as '--depths: expected …'",
 }
 
 
