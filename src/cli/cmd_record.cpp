@@ -164,7 +164,8 @@ int run(int argc, char** argv) {
         "--corpus, --tokenizer, --allow-other-model, --round, --prefill-block, --logits-out: expected with --model "
         "MODEL, got no --model");
   if (a.from_logits.empty())
-    kc::fail("expected a source: --from-logits LOGITS or --model MODEL (see kerncheck record --help)");
+    kc::fail("--from-logits: expected a source (--from-logits LOGITS or --model MODEL; see kerncheck record --help), "
+             "got none");
   if (!a.golden.empty()) {
     if (!a.tokens.empty() || !a.segments.empty())
       kc::fail(

@@ -758,7 +758,7 @@ void JudgeAccumulator::set_values(int which, const std::vector<float>& values, c
     off += dst.size();
   }
   if (off != values.size())
-    fail("{}: accumulator: value array has {} values, expected {}", file, values.size(), off);
+    throw_input_error(file, "accumulator values", fmt::format("{} values", off), fmt::format("{}", values.size()));
 }
 
 }  // namespace kc
