@@ -86,9 +86,9 @@ int run(int argc, char** argv) {
     for (const char* f :
          {"--preset", "--depths", "--segments-per-depth", "--decode-last", "--prose", "--code"})
       if (build->count(f))
-        kc::fail(
-            "{}: applies to text corpora; an answer corpus's segments are the prompts (drop it or --answers)",
-            f);
+        kc::fail("{}: expected a text corpus (an answer corpus's segments are the prompts; drop it or --answers), "
+                 "got --answers",
+                 f);
     ao.gen.sampling.greedy = greedy;
     ao.gen.sampling.seed = o.seed;
     ao.prompts_path = answers;
@@ -119,7 +119,7 @@ int run(int argc, char** argv) {
   if (build->parsed()) {
     if (tokenizer.empty()) kc::fail("--tokenizer: expected a .gguf, tokenizer.json or folder, got none");
     for (const char* f : {"--model", "--chat", "--greedy", "--temperature", "--top-p", "--max-tokens"})
-      if (build->count(f)) kc::fail("{}: applies to answer corpora (with --answers PROMPTS)", f);
+      if (build->count(f)) kc::fail("{}: expected an answer corpus (--answers PROMPTS), got a text corpus", f);
     const std::string preset = o.preset;
     if (!depths.empty()) {
       std::size_t at = 0;

@@ -138,7 +138,8 @@ int run(int argc, char** argv) {
   if (o.sampling.greedy && (p_top->count() || p_seed->count()))
     kc::fail("--top-p/--seed: expected with --temperature T > 0 (sampling), got greedy decoding");
   if (!against.empty() && !o.sampling.greedy)
-    kc::fail("--against: compares greedy outputs; drop --temperature/--top-p/--seed");
+    kc::fail("--against: expected greedy decoding (it compares greedy outputs; drop --temperature/--top-p/--seed), got "
+             "sampling");
   if (prompt_file.empty() && !p_text->count() && ids_s.empty())
     kc::fail("prompt: expected --prompt FILE, --text S or --ids LIST, got none");
   kc::check_generate_options(o);
@@ -150,7 +151,7 @@ int run(int argc, char** argv) {
   std::optional<kc::Tokenizer> tok = find_tokenizer(model, tokenizer, !have_ids);
   std::vector<std::int32_t> prompt;
   if (have_ids) {
-    if (chat) kc::fail("--chat: applies to text prompts (--prompt/--text), not --ids");
+    if (chat) kc::fail("--chat: expected a text prompt (--prompt/--text), got --ids");
     prompt = parse_ids(ids_s);
   } else {
     prompt = kc::encode_prompt(*tok, prompt_file.empty() ? text : read_text(prompt_file), chat, system);

@@ -72,7 +72,7 @@ int run_import(int argc, char** argv) {
 
   Provenance made_by{format == "llamacpp-base" ? "llama.cpp" : format, variant, command_line(argc, argv)};
   if (format == "llamacpp-base") {
-    if (!golden_path.empty()) fail("--golden: not used by llamacpp-base (it writes a golden)");
+    if (!golden_path.empty()) fail("--golden: expected none with llamacpp-base (it writes a golden), got {}", golden_path);
     LlamaKldFile f = LlamaKldFile::open(input);
     GoldenMeta meta;
     GoldenBuffers buf;
@@ -88,7 +88,7 @@ int run_import(int argc, char** argv) {
     return kExitPass;
   }
   if (golden_path.empty())
-    fail("--golden: required for import {} (the candidate is matched to its positions)", format);
+    fail("--golden: expected the golden for import {} (the candidate is matched to its positions), got none", format);
   Golden golden = read_golden(golden_path);
   ImportStats st;
   CandidateBuffers buf;

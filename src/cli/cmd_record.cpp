@@ -42,8 +42,8 @@ std::string variant_spec(const RecordArgs& a) {
 int record_with_model(const RecordArgs& a, const std::string& cmdline) {
   if (!a.tokens.empty() || !a.segments.empty() || !a.positions.empty() || !a.model_id.empty() ||
       !a.tokenizer_id.empty() || !a.corpus_id.empty())
-    kc::fail("--model takes the tokens, segments and identities from --corpus/--golden; drop --tokens, "
-             "--segments, --positions and the --*-id flags");
+    kc::fail("--model: expected the tokens, segments and identities from --corpus/--golden, got --tokens, "
+             "--segments, --positions or an --*-id flag (drop them)");
   kc::RecordModelOptions o;
   o.model = a.model;
   o.tokenizer = a.tokenizer;
@@ -59,11 +59,11 @@ int record_with_model(const RecordArgs& a, const std::string& cmdline) {
   if (!a.logits_out.empty() && a.golden.empty())
     kc::fail("--logits-out: expected candidate mode (--golden GOLDEN), got golden mode (--corpus)");
   if (!a.golden.empty()) {
-    if (!a.corpus.empty()) kc::fail("--model: give --corpus (golden) or --golden (candidate), not both");
+    if (!a.corpus.empty()) kc::fail("--model: expected --corpus (golden) or --golden (candidate), got both");
     kc::record_candidate_with_model(o);
   } else {
-    if (a.corpus.empty()) kc::fail("--model needs --corpus CORPUS (golden) or --golden GOLDEN (candidate)");
-    if (a.allow_other_model) kc::fail("--allow-other-model applies to candidates (with --golden)");
+    if (a.corpus.empty()) kc::fail("--model: expected --corpus CORPUS (golden) or --golden GOLDEN (candidate), got neither");
+    if (a.allow_other_model) kc::fail("--allow-other-model: expected candidate mode (--golden GOLDEN), got golden mode (--corpus)");
     kc::record_golden_with_model(o);
   }
   return 0;
@@ -94,7 +94,7 @@ int record_candidate_from_logits(const RecordArgs& a, const std::string& cmdline
   kc::Logits L = kc::open_logits(a.from_logits);
   std::int64_t b = 0, e = g.meta.n;
   if (!a.positions.empty()) std::tie(b, e) = kc::cli::parse_position_range(a.positions);
-  if (e > g.meta.n) kc::fail("--positions: the golden has {} positions, got {}:{}", g.meta.n, b, e);
+  if (e > g.meta.n) kc::fail("--positions: expected a range within the golden's {} positions, got {}:{}", g.meta.n, b, e);
   kc::CandidateBuffers c = kc::record_candidate(L, g, b, e);
   kc::CandidateMeta m = kc::candidate_meta_for(g, {a.engine, a.variant, cmdline});
   m.n = e - b;
@@ -155,26 +155,27 @@ int run(int argc, char** argv) {
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
   const std::string cmdline = join_args(argc, argv);
   if (!a.model.empty()) {
-    if (!a.from_logits.empty()) kc::fail("give one source: --from-logits or --model, not both");
+    if (!a.from_logits.empty()) kc::fail("--model: expected one source (--from-logits or --model), got both");
     return record_with_model(a, cmdline);
   }
   if (!a.corpus.empty() || !a.tokenizer.empty() || a.allow_other_model || !a.round.empty() ||
       a.prefill_block != 0 || !a.logits_out.empty())
     kc::fail(
-        "--corpus, --tokenizer, --allow-other-model, --round, --prefill-block and --logits-out need --model "
-        "MODEL");
+        "--corpus, --tokenizer, --allow-other-model, --round, --prefill-block, --logits-out: expected with --model "
+        "MODEL, got no --model");
   if (a.from_logits.empty())
-    kc::fail("expected a source: --from-logits LOGITS or --model MODEL (see kerncheck record --help)");
+    kc::fail("--from-logits: expected a source (--from-logits LOGITS or --model MODEL; see kerncheck record --help), "
+             "got none");
   if (!a.golden.empty()) {
     if (!a.tokens.empty() || !a.segments.empty())
       kc::fail(
-          "--golden (candidate mode) takes the tokens and segments from the golden; drop "
-          "--tokens/--segments");
+          "--golden: expected the tokens and segments from the golden (candidate mode), got --tokens/--segments "
+          "(drop them)");
     return record_candidate_from_logits(a, cmdline);
   }
   if (a.tokens.empty())
-    kc::fail("golden mode needs --tokens IDS (or give --golden GOLDEN to record a candidate)");
-  if (!a.positions.empty()) kc::fail("--positions applies to candidates (with --golden)");
+    kc::fail("--tokens: expected token ids in golden mode (or --golden GOLDEN to record a candidate), got none");
+  if (!a.positions.empty()) kc::fail("--positions: expected candidate mode (--golden GOLDEN), got golden mode");
   return record_golden_from_logits(a, cmdline);
 }
 

@@ -74,9 +74,12 @@ int run(int argc, char** argv) {
     noise_made_by.push_back(ni.in_memory ? kc::Provenance{} : ni.cand.meta.made_by);
     if (std::string m = kc::floor_provenance_mismatch(cand_made_by, noise_made_by.back()); !m.empty()) {
       if (!allow_mismatch)
-        kc::fail("{}: variant: the noise run does not match the candidate {}: {} (variant \"{}\" vs \"{}\"); "
-                 "record the floor with the candidate's engine and precision, or pass --allow-floor-mismatch",
-                 p, cand_path, m, noise_made_by.back().variant, cand_made_by.variant);
+        kc::throw_input_error(
+            p, "variant",
+            fmt::format("a noise run of the candidate's engine and precision ({}: variant \"{}\"; record the floor "
+                        "with them, or pass --allow-floor-mismatch)",
+                        cand_path, cand_made_by.variant),
+            fmt::format("{} (variant \"{}\")", m, noise_made_by.back().variant));
       mismatches.push_back(fmt::format("{}: {}", p, m));
     }
     if (ni.begin != cand.ranges.front().first || ni.n != cand.positions_judged())

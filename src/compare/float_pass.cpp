@@ -1287,7 +1287,7 @@ FloatAcc float_pass(const Tensor& ta, const Tensor& tg, Method m, const Toleranc
   p.want_quantiles = m == Method::mixed || m == Method::close;
   if (m == Method::mixed || m == Method::close) {
     if (!(p.rtol >= 0) || !(p.atol >= 0))
-      fail("{}: rtol and atol must be ≥ 0, got rtol={}, atol={}", method_name(m), p.rtol, p.atol);
+      fail("{}: rtol, atol: expected values ≥ 0, got rtol={}, atol={}", method_name(m), p.rtol, p.atol);
   }
   // score32 (see FloatParams): float-exact values; rtol and atol such that the float tolerance is within
   // 2^-22 (relative) + 2^-149 of the double one (fused_mixed32's margins rely on it).

@@ -91,7 +91,7 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   }
   if (check_target(path_)) {
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd_ < 0) fail("{}: cannot open for writing: {}", path_, std::strerror(errno));
+    if (fd_ < 0) throw_input_error(path_, "open for writing", "a writable file", std::strerror(errno));
     return;
   }
   remove_stale_temporaries(path_);
@@ -103,7 +103,8 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
     if (fd_ >= 0) return;
     if (errno != EEXIST && errno != ELOOP) break;
   }
-  fail("{}: cannot create the temporary file {}: {}", path_, tmp_, std::strerror(errno));
+  throw_input_error(path_, "temporary file", fmt::format("a new file {} in a writable folder", tmp_),
+                    std::strerror(errno));
 }
 
 AtomicFile::~AtomicFile() {
@@ -120,7 +121,7 @@ void AtomicFile::write(std::span<const std::uint8_t> bytes) {
     ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      fail("{}: write failed: {}", path_, std::strerror(errno));
+      throw_input_error(path_, "write", "a writable file with room", std::strerror(errno));
     }
     done += static_cast<std::size_t>(n);
   }
@@ -133,13 +134,13 @@ void AtomicFile::commit() {
     fd_ = -1;
     return;
   }
-  if (::fsync(fd_) != 0) fail("{}: fsync failed: {}", path_, std::strerror(errno));
+  if (::fsync(fd_) != 0) throw_input_error(path_, "fsync", "a writable file with room", std::strerror(errno));
   ::close(fd_);
   fd_ = -1;
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     int e = errno;
     ::unlink(tmp_.c_str());
-    fail("{}: cannot rename into place: {}", path_, std::strerror(e));
+    throw_input_error(path_, "rename into place", "a writable folder", std::strerror(e));
   }
 }
 

@@ -47,12 +47,12 @@ const char* kind_of(mode_t m) {
 int open_input(const std::string& path, std::uint64_t* size) {
   // O_NONBLOCK: opening a FIFO with no writer would otherwise block forever before the type check.
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
+  if (fd < 0) throw_input_error(path, "open", "a readable file", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int e = errno;
     ::close(fd);
-    fail("{}: cannot stat: {}", path, std::strerror(e));
+    throw_input_error(path, "stat", "a readable file", std::strerror(e));
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -90,7 +90,7 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     void* p = ::mmap(nullptr, m->size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
       ::close(fd);
-      fail("{}: cannot map {} bytes: {}", path, m->size_, std::strerror(errno));
+      throw_input_error(path, "map", fmt::format("{} bytes mapped into memory", m->size_), std::strerror(errno));
     }
     m->data_ = static_cast<const std::uint8_t*>(p);
   }
@@ -127,7 +127,7 @@ std::string read_text_file(const std::string& path, std::size_t cap, const char*
       if (errno == EINTR) continue;
       int e = errno;
       ::close(fd);
-      fail("{}: read failed: {}", path, std::strerror(e));
+      throw_input_error(path, "read", "a readable file", std::strerror(e));
     }
     if (n == 0) break;
     done += static_cast<std::size_t>(n);

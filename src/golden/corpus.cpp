@@ -93,13 +93,13 @@ namespace {
 
 std::string run_capture(const std::string& cmd) {
   std::FILE* p = popen(cmd.c_str(), "r");
-  if (!p) fail("cannot run {}", cmd);
+  if (!p) throw_input_error(cmd, "run", "a command that starts", std::strerror(errno));
   std::string out;
   char buf[65536];
   std::size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   int rc = pclose(p);
-  if (rc != 0) fail("{}: exited with status {}", cmd, rc);
+  if (rc != 0) throw_input_error(cmd, "exit status", "0", fmt::format("{}", rc));
   return out;
 }
 
@@ -147,9 +147,10 @@ std::vector<SourceDoc> default_sources() {
   const std::string dir = corpus_data_dir();
   const std::string manifest = (fs::path(dir) / "manifest.tsv").string();
   if (!is_file(manifest))
-    fail("{}: the default corpus's manifest is missing (set KC_CORPUS_DIR to the data/corpus folder of "
-         "kerncheck's sources, or give --prose/--code files)",
-         manifest);
+    throw_input_error(manifest, "file",
+                      "the default corpus's manifest (set KC_CORPUS_DIR to the data/corpus folder of kerncheck's "
+                      "sources, or give --prose/--code files)",
+                      "no such file");
   std::string bible;
   for (const char* p : {"/usr/bin/bible", "/usr/games/bible", "/usr/local/bin/bible"})
     if (is_file(p)) bible = p;
@@ -161,9 +162,10 @@ std::vector<SourceDoc> default_sources() {
   if (!missing.empty()) {
     std::string list;
     for (auto& m : missing) list += " " + m;
-    fail("default corpus sources missing (packages{}): install them with `apt-get install bible-kjv "
-         "bible-kjv-text dict-devil` (scripts/demo.sh does), or give --prose/--code files",
-         list);
+    throw_input_error("default corpus", "sources",
+                      "the packages bible-kjv, bible-kjv-text and dict-devil (`apt-get install bible-kjv "
+                      "bible-kjv-text dict-devil`, as scripts/demo.sh does), or --prose/--code files",
+                      "missing packages:" + list);
   }
   // manifest.tsv: domain, name, bytes, sha256, origin (tab-separated; '#' starts a comment line). Prose comes
   // from the Debian packages, code from the files shipped beside the manifest; every one must have the
@@ -195,9 +197,9 @@ std::vector<SourceDoc> default_sources() {
       try {
         text = run_capture(bible + " gen1:1-rev22:21 2>/dev/null");
       } catch (const Error&) {
-        fail("{} failed: the King James text is missing (install it with `apt-get install bible-kjv "
-             "bible-kjv-text dict-devil`)",
-             bible);
+        throw_input_error(bible, "the King James text",
+                          "its text (`apt-get install bible-kjv bible-kjv-text dict-devil`)",
+                          "a failing command");
       }
     } else if (col[0] == "prose" && name == "devil") {
       how = "gzip -dc " + devil;
@@ -297,7 +299,9 @@ Corpus build_corpus(const CorpusOptions& o, const std::vector<SourceDoc>& docs, 
         domains.push_back(d);
         break;
       }
-  if (domains.empty()) fail("no source documents to cut the corpus from");
+  if (domains.empty())
+    throw_input_error("corpus sources", "documents", "at least one prose or code document to cut the corpus from",
+                      "none");
   for (auto depth : o.depths) {
     for (std::int64_t j = 0; j < o.segments_per_depth; ++j) {
       const std::string& dom = domains[j % domains.size()];

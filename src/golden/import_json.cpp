@@ -26,12 +26,13 @@ class StreamBuilder {
   bool number_unsigned(json::number_unsigned_t v) { return finish(json(v)); }
   bool number_float(json::number_float_t v, const json::string_t&) { return finish(json(v)); }
   bool string(json::string_t& v) { return finish(json(std::move(v))); }
-  bool binary(json::binary_t&) { kc::fail("{}: {}: binary values are not JSON", file_, here()); }
+  bool binary(json::binary_t&) { kc::throw_input_error(file_, here(), "JSON values", "a binary value"); }
 
   bool start_object(std::size_t) { return open(json::object(), false); }
   bool key(json::string_t& k) {
     Frame& f = stack_.back();
-    if (f.value.contains(k)) kc::fail("{}: {}: key \"{}\" appears twice", file_, path_of(f), k);
+    if (f.value.contains(k))
+      kc::throw_input_error(file_, path_of(f), "each key once", fmt::format("key \"{}\" twice", k));
     f.key = std::move(k);
     return true;
   }
@@ -48,8 +49,10 @@ class StreamBuilder {
     std::string what = ex.what();
     // nlohmann's text: "[json.exception.parse_error.101] parse error at line 1, column 5: syntax error ..."
     if (auto p = what.find("syntax error"); p != std::string::npos) what = what.substr(p);
-    kc::fail("{}: not valid JSON at byte {} (inside {}): {}", file_, position == 0 ? 0 : position - 1,
-             here().empty() ? "the top level" : here(), what);
+    kc::throw_input_error(file_,
+                          fmt::format("byte {} (inside {})", position == 0 ? 0 : position - 1,
+                                      here().empty() ? "the top level" : here()),
+                          "valid JSON", what);
   }
 
  private:
@@ -73,8 +76,9 @@ class StreamBuilder {
 
   bool open(json v, bool streamed) {
     if (static_cast<int>(stack_.size()) >= kMaxJsonDepth)
-      kc::fail("{}: {}: nested deeper than {} levels; not an engine log-prob dump", file_, here(),
-               kMaxJsonDepth);
+      kc::throw_input_error(file_, here(),
+                            fmt::format("at most {} levels of nesting (an engine log-prob dump)", kMaxJsonDepth),
+                            "deeper nesting");
     Frame f;
     f.path = child_path();
     f.value = std::move(v);

@@ -127,7 +127,7 @@ nlohmann::json read_json_file(const std::string& path) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON: {}", path, e.what());
+    throw_input_error(path, "syntax", "valid JSON", e.what());
   }
 }
 

@@ -127,13 +127,15 @@ CandidateInput open_candidate_input(const std::string& path, const Golden& g,
 // ---- accumulation ------------------------------------------------------------------------------------
 namespace {
 
-std::vector<std::string> domain_list(const GoldenMeta& m, std::vector<std::uint8_t>& seg_domain) {
+std::vector<std::string> domain_list(const Golden& g, std::vector<std::uint8_t>& seg_domain) {
+  const GoldenMeta& m = g.meta;
   std::vector<std::string> doms;
   seg_domain.clear();
   for (auto& s : m.segments) {
     auto it = std::find(doms.begin(), doms.end(), s.domain);
     if (it == doms.end()) {
-      if (doms.size() == 255) fail("golden: more than 255 distinct segment domains");
+      if (doms.size() == 255)
+        throw_input_error(g.path, "metadata segments", "at most 255 distinct domains", "more");
       doms.push_back(s.domain);
       it = doms.end() - 1;
     }
@@ -387,7 +389,7 @@ std::uint64_t sample_prefilter(std::int64_t n) {
 
 JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Logits* ref) {
   std::vector<std::uint8_t> seg_domain;
-  std::vector<std::string> doms = domain_list(g.meta, seg_domain);
+  std::vector<std::string> doms = domain_list(g, seg_domain);
   const int k = g.meta.k;
   const int n_seg = static_cast<int>(g.meta.segments.size());
   const CandidateArrays a = ci.arrays();

@@ -54,7 +54,8 @@ Thresholds read_thresholds(const std::string& path) {
   try {
     tbl = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
-    fail("{}: not valid TOML: {} (line {})", path, e.description(), e.source().begin.line);
+    throw_input_error(fmt::format("{}:{}:{}", path, e.source().begin.line, e.source().begin.column), "syntax",
+                      "valid TOML", e.description());
   }
   // Unknown keys are errors: a misspelt statistic would otherwise be a limit that is never checked.
   for (auto& [key, node] : tbl)
@@ -206,14 +207,15 @@ Partial parse_partial(std::span<const std::uint8_t> bytes, const std::string& pa
     p.candidate_path = get("candidate_path");
     p.noise_paths = json::parse(get("noise_paths")).get<std::vector<std::string>>();
   } catch (const json::exception& e) {
-    fail("{}: metadata: malformed shard ({})", path, e.what());
+    throw_input_error(path, "metadata", "a shard's golden, golden_path, candidate_path and noise_paths (JSON)",
+                      e.what());
   }
   for (std::size_t r = 0; r <= p.noise_paths.size(); ++r) {
     json j;
     try {
       j = json::parse(get(fmt::format("run{}", r)));
     } catch (const json::exception& e) {
-      fail("{}: metadata run{}: not valid JSON", path, r);
+      throw_input_error(path, fmt::format("metadata run{}", r), "valid JSON (an accumulator)", e.what());
     }
     JudgeAccumulator a = JudgeAccumulator::from_json(j, path);
     a.set_values(0, read_f32(f, fmt::format("run{}.kl", r)), path);
@@ -227,7 +229,7 @@ Partial parse_partial(std::span<const std::uint8_t> bytes, const std::string& pa
 }
 
 Partial merge_partials(const std::vector<Partial>& parts, const std::vector<std::string>& paths) {
-  if (parts.empty()) fail("merge: no shards given");
+  if (parts.empty()) throw_input_error("merge", "shards", "at least one --partial shard", "none");
   auto name = [&](std::size_t i) { return i < paths.size() ? paths[i] : fmt::format("shard {}", i + 1); };
   Partial m = parts[0];
   for (std::size_t i = 1; i < parts.size(); ++i) {
@@ -238,6 +240,16 @@ Partial merge_partials(const std::vector<Partial>& parts, const std::vector<std:
     if (p.noise.size() != m.noise.size())
       throw_input_error(name(i), "noise runs", fmt::format("{} (as in {})", m.noise.size(), name(0)),
                         fmt::format("{}", p.noise.size()));
+    // The accumulators' shape (a re-sealed shard can lie about it): merge asserts it.
+    for (std::size_t r = 0; r <= p.noise.size(); ++r) {
+      const JudgeAccumulator& a = r == 0 ? p.cand : p.noise[r - 1];
+      const JudgeAccumulator& b = r == 0 ? m.cand : m.noise[r - 1];
+      if (a.k != b.k || a.domains != b.domains || a.n_segments != b.n_segments)
+        throw_input_error(name(i), fmt::format("metadata run{} k, domains, n_segments", r),
+                          fmt::format("k = {}, {} domains, {} segments (as in {})", b.k, b.domains.size(),
+                                      b.n_segments, name(0)),
+                          fmt::format("k = {}, {} domains, {} segments", a.k, a.domains.size(), a.n_segments));
+    }
     // Named here (the accumulator's own check knows no files): a range judged by an earlier shard.
     for (auto& r : p.cand.ranges)
       for (std::size_t j = 0; j < i; ++j)

@@ -104,7 +104,7 @@ int run_deep_demo(const DemoOptions& o) {
   std::error_code ec;
   fs::create_directories(out / "runs", ec);
   fs::create_directories(out / "reports", ec);
-  if (ec) fail("--out-dir: {}: cannot create the folder: {}", o.out_dir, ec.message());
+  if (ec) throw_input_error(o.out_dir, "--out-dir", "a folder that can be created", ec.message());
   Steps steps;
   std::printf("kerncheck demo, preset %s, model %s, output in %s/\n", o.preset.c_str(), model.c_str(),
               o.out_dir.c_str());

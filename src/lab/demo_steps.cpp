@@ -68,7 +68,7 @@ Corpus demo_corpus(Steps& steps, const fs::path& out, CorpusOptions co, const De
       fs::remove(probe, ec);
     else
       fs::rename(probe, corpus_path, ec);
-    if (ec) fail("{}: cannot write the corpus: {}", corpus_path, ec.message());
+    if (ec) throw_input_error(corpus_path, "write", "a writable folder", ec.message());
     corpus = read_corpus(corpus_path);
   }
   // The corpus identity (its tokens) and its sources' (their bytes): two users who see the same pair ran

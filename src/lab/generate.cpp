@@ -34,9 +34,12 @@ std::int32_t argmax(std::span<const float> l) {
 }
 
 void check_row(std::span<const float> logits) {
-  if (logits.empty()) fail("generate: the model returned an empty logits row");
+  KC_ASSERT(!logits.empty(), "generate: the model returned an empty logits row");
   for (float x : logits)
-    if (!std::isfinite(x)) fail("generate: the model returned a non-finite logit ({}); cannot sample", x);
+    if (!std::isfinite(x))
+      fail("model output: logits: expected finite logits to sample from (the weights or the variant give "
+           "non-finite ones), got {}",
+           x);
 }
 
 }  // namespace

@@ -265,7 +265,7 @@ class Checkpoints {
     if (!ok) {
       fs::remove_all(dir_, ec);
       fs::create_directories(dir_, ec);
-      if (ec) fail("{}: cannot create the checkpoint folder: {}", dir_, ec.message());
+      if (ec) throw_input_error(dir_, "checkpoint folder", "a folder that can be created", ec.message());
       write_file_atomic(man.string(), key);
     }
   }
@@ -442,7 +442,7 @@ class NpyRowWriter {
     header_ = static_cast<long long>(10 + h.size());
     if (std::fwrite(magic, 1, 8, f_) != 8 || std::fwrite(len, 1, 2, f_) != 2 ||
         std::fwrite(h.data(), 1, h.size(), f_) != h.size())
-      fail("{}: --logits-out: write failed", path);
+      throw_input_error(path, "--logits-out", "a writable file with room", std::strerror(errno));
   }
   ~NpyRowWriter() {
     if (f_) std::fclose(f_);
@@ -450,10 +450,11 @@ class NpyRowWriter {
   void rows(std::int64_t pos, std::span<const float> lg) {
     if (fseeko(f_, static_cast<off_t>(header_ + pos * vocab_ * 4), SEEK_SET) != 0 ||
         std::fwrite(lg.data(), sizeof(float), lg.size(), f_) != lg.size())
-      fail("{}: --logits-out: write failed at position {}", path_, pos);
+      throw_input_error(path_, fmt::format("--logits-out position {}", pos), "a writable file with room",
+                        std::strerror(errno));
   }
   void close() {
-    if (std::fclose(f_) != 0) fail("{}: --logits-out: close failed", path_);
+    if (std::fclose(f_) != 0) throw_input_error(path_, "--logits-out", "a writable file with room", std::strerror(errno));
     f_ = nullptr;
   }
 

@@ -169,7 +169,7 @@ SweepResult run_sweep(const SweepOptions& o) {
 
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
-  if (ec) fail("--out-dir: {}: cannot create the folder: {}", o.out_dir, ec.message());
+  if (ec) throw_input_error(o.out_dir, "--out-dir", "a folder that can be created", ec.message());
 
   for (std::size_t i = 0; i < o.bits.size(); ++i) {
     SweepRow row;

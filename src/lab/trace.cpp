@@ -229,7 +229,8 @@ TraceResult run_trace(const TraceOptions& o) {
           "--tensors: attn.p: expected per-position tensors or *state* tensors, got attn.p (per head and "
           "tile, "
           "[rows, keys]; trace attn.ctx to see its effect)");
-    if (n == "logits") fail("--tensors: logits: always traced (last position); drop it from --tensors");
+    if (n == "logits")
+      fail("--tensors: logits: expected hook names other than logits (always traced, last position), got logits");
     if (n.empty()) fail("--tensors: expected comma-separated hook names (docs/engine.md), got an empty name");
   }
 

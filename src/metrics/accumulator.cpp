@@ -169,15 +169,15 @@ void JudgeAccumulator::add_segment_cell(int segment, int cell, std::uint64_t n, 
   it->kl.merge(kl);
 }
 
-void JudgeAccumulator::add_range(std::int64_t b, std::int64_t e) {
+void JudgeAccumulator::add_range(std::int64_t b, std::int64_t e, std::string_view file) {
   if (b >= e) return;
   ranges.emplace_back(b, e);
   std::sort(ranges.begin(), ranges.end());
   std::vector<std::pair<std::int64_t, std::int64_t>> out;
   for (auto& r : ranges) {
     if (!out.empty() && r.first < out.back().second)
-      fail("position ranges overlap: [{}, {}) and [{}, {})", out.back().first, out.back().second, r.first,
-           r.second);
+      throw_input_error(file.empty() ? "judged positions" : file, "ranges", "ranges that do not overlap",
+                        fmt::format("[{}, {}) and [{}, {})", out.back().first, out.back().second, r.first, r.second));
     if (!out.empty() && r.first == out.back().second)
       out.back().second = r.second;
     else
@@ -535,9 +535,10 @@ void JudgeAccumulator::merge(const JudgeAccumulator& o) {
     return;
   }
   if (o.cells.empty()) return;
-  if (o.k != k) fail("cannot merge results with k = {} and k = {}", k, o.k);
-  if (o.domains != domains || o.n_segments != n_segments)
-    fail("cannot merge results of different goldens (domains or segments differ)");
+  // Callers check the shape first (merge_partials names the shard): a mismatch here is a bug.
+  KC_ASSERT(o.k == k && o.domains == domains && o.n_segments == n_segments,
+            "merge of accumulators of different shapes: k {} vs {}, {} vs {} segments", k, o.k, n_segments,
+            o.n_segments);
   for (auto& r : o.ranges) add_range(r.first, r.second);
   for (std::size_t c = 0; c < cells.size(); ++c) cells[c].merge(o.cells[c]);
   for (int b = 0; b < kFineMarginBins; ++b) {
@@ -602,7 +603,7 @@ CellStats cell_from(const json& j) {
   c.kl_values.resize(j.at("n_values").get<std::size_t>());
   c.flipped_kl = j.at("flipped_kl").get<std::vector<float>>();
   if (j.at("n_values").get<std::uint64_t>() > c.n || c.n_full > c.n || c.flipped_kl.size() > c.n)
-    throw std::logic_error("value counts exceed the position count");
+    throw std::logic_error("n_values, n_full, flipped_kl: expected counts ≤ n, got more");
   c.full_kl_values.resize(c.n_full);
   return c;
 }
@@ -659,32 +660,41 @@ JudgeAccumulator JudgeAccumulator::from_json(const json& j, const std::string& f
     JudgeAccumulator a;
     a.init(j.at("k"), j.at("domains").get<std::vector<std::string>>(), j.at("n_segments"));
     if (a.k < 1 || a.domains.size() > 255 || a.n_segments < 0)
-      fail("{}: accumulator: k, domains or n_segments out of range", file);
-    for (auto& r : j.at("ranges")) a.add_range(r.at(0), r.at(1));
+      throw_input_error(file, "accumulator k, domains, n_segments", "k ≥ 1, at most 255 domains, n_segments ≥ 0",
+                        fmt::format("k = {}, {} domains, n_segments = {}", a.k, a.domains.size(), a.n_segments));
+    for (auto& r : j.at("ranges")) a.add_range(r.at(0), r.at(1), file);
     for (auto& [key, v] : j.at("cells").items()) {
       std::size_t c = std::stoul(key);
-      if (c >= a.cells.size()) fail("{}: accumulator: cell {} out of range", file, key);
+      if (c >= a.cells.size())
+        throw_input_error(file, "accumulator cells", fmt::format("cell indices < {}", a.cells.size()), key);
       a.cells[c] = cell_from(v);
     }
     a.fine_n = j.at("fine_n");
     a.fine_flips = j.at("fine_flips");
     const json& fms = j.at("fine_margin_sum");
-    if (fms.size() != kFineMarginBins) fail("{}: accumulator: fine_margin_sum size", file);
+    if (fms.size() != kFineMarginBins)
+      throw_input_error(file, "accumulator fine_margin_sum", fmt::format("{} bins", kFineMarginBins),
+                        fmt::format("{}", fms.size()));
     for (int b = 0; b < kFineMarginBins; ++b) a.fine_margin_sum[b] = sum_from(fms[b]);
     const json& seg = j.at("segments");
-    if (seg.size() != static_cast<std::size_t>(a.n_segments)) fail("{}: accumulator: segments size", file);
+    if (seg.size() != static_cast<std::size_t>(a.n_segments))
+      throw_input_error(file, "accumulator segments", fmt::format("{} entries (n_segments)", a.n_segments),
+                        fmt::format("{}", seg.size()));
     for (int s = 0; s < a.n_segments; ++s) {
       a.segment_kl[s].hi = seg[s].at(0);
       a.segment_kl[s].lo = seg[s].at(1);
       a.segment_n[s] = seg[s].at(2);
     }
     const json& sc = j.at("segment_cells");
-    if (sc.size() != static_cast<std::size_t>(a.n_segments)) fail("{}: accumulator: segment_cells size", file);
+    if (sc.size() != static_cast<std::size_t>(a.n_segments))
+      throw_input_error(file, "accumulator segment_cells", fmt::format("{} entries (n_segments)", a.n_segments),
+                        fmt::format("{}", sc.size()));
     for (int s = 0; s < a.n_segments; ++s)
       for (auto& c : sc[s]) {
         const int cell = c.at(0);
         if (cell < 0 || static_cast<std::size_t>(cell) >= a.cells.size())
-          fail("{}: accumulator: segment_cells cell {} out of range", file, cell);
+          throw_input_error(file, "accumulator segment_cells", fmt::format("cell indices < {}", a.cells.size()),
+                            fmt::format("{}", cell));
         ExactSum e;
         e.hi = c.at(1);
         e.lo = c.at(2);
@@ -722,9 +732,9 @@ JudgeAccumulator JudgeAccumulator::from_json(const json& j, const std::string& f
     a.high_margin_flips = j.at("high_margin_flips").get<std::vector<std::pair<std::int64_t, double>>>();
     return a;
   } catch (const nlohmann::json::exception& e) {
-    fail("{}: accumulator: malformed ({})", file, e.what());
+    throw_input_error(file, "accumulator", "the JSON of a shard's accumulator", e.what());
   } catch (const std::logic_error& e) {
-    fail("{}: accumulator: malformed ({})", file, e.what());
+    throw_input_error(file, "accumulator", "the JSON of a shard's accumulator", e.what());
   }
 }
 
@@ -741,12 +751,14 @@ void JudgeAccumulator::set_values(int which, const std::vector<float>& values, c
   std::size_t off = 0;
   for (auto& c : cells) {
     auto& dst = which == 0 ? c.kl_values : c.full_kl_values;
-    if (off + dst.size() > values.size()) fail("{}: accumulator: value array too short", file);
+    if (off + dst.size() > values.size())
+      throw_input_error(file, "accumulator values", fmt::format("at least {} values", off + dst.size()),
+                        fmt::format("{}", values.size()));
     std::copy(values.begin() + off, values.begin() + off + dst.size(), dst.begin());
     off += dst.size();
   }
   if (off != values.size())
-    fail("{}: accumulator: value array has {} values, expected {}", file, values.size(), off);
+    throw_input_error(file, "accumulator values", fmt::format("{} values", off), fmt::format("{}", values.size()));
 }
 
 }  // namespace kc

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "metrics/distribution.h"
@@ -159,7 +160,8 @@ struct JudgeAccumulator {
       high_margin_flips;  // (position, margin), first kHighMarginList
 
   void init(int k, std::vector<std::string> domains, int n_segments);
-  void add_range(std::int64_t begin, std::int64_t end);  // declares [begin, end) as judged
+  // Declares [begin, end) as judged; an overlap is refused naming `file` (a shard) when given.
+  void add_range(std::int64_t begin, std::int64_t end, std::string_view file = {});
   std::int64_t positions_judged() const;
   // Adds one position; `worst` is filled by the caller via wants_worst()/offer_worst() to avoid building
   // the details for every position.

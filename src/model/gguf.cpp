@@ -243,6 +243,12 @@ std::int64_t array_int(const GgufValue& v, std::size_t k, bool& ok) {
   }
 }
 
+// Raised before any allocation: the file names a type the dequantizer has no kernel for.
+[[noreturn]] void unsupported_type(const std::string& path, const std::string& tensor, const char* type) {
+  throw_input_error(path, fmt::format("tensor '{}' type", tensor),
+                    fmt::format("a supported type ({})", ggml_dequantizable_list()), type);
+}
+
 }  // namespace
 
 const char* gguf_type_name(GgufType t) {
@@ -500,9 +506,7 @@ std::span<const std::uint8_t> GgufFile::tensor_data(const GgufTensorInfo& t) con
 
 void GgufFile::dequantize_into(const GgufTensorInfo& t, std::span<float> out) const {
   const GgmlTypeInfo& ti = ggml_type_info(t.type);
-  if (!ti.dequantizable)
-    fail("{}: tensor '{}': type {} is not supported; supported: {}", path_, t.name, ti.name,
-         ggml_dequantizable_list());
+  if (!ti.dequantizable) unsupported_type(path_, t.name, ti.name);
   KC_ASSERT(out.size() == t.n_elements, "dequantize_into {}: {} != {}", t.name, out.size(), t.n_elements);
   if (t.n_elements == 0) return;
   kc::dequantize(t.type, tensor_data(t), out, static_cast<std::size_t>(t.row_len()));
@@ -510,9 +514,7 @@ void GgufFile::dequantize_into(const GgufTensorInfo& t, std::span<float> out) co
 
 std::vector<float> GgufFile::dequantize(const GgufTensorInfo& t) const {
   const GgmlTypeInfo& ti = ggml_type_info(t.type);
-  if (!ti.dequantizable)  // before allocating
-    fail("{}: tensor '{}': type {} is not supported; supported: {}", path_, t.name, ti.name,
-         ggml_dequantizable_list());
+  if (!ti.dequantizable) unsupported_type(path_, t.name, ti.name);  // before allocating
   std::vector<float> out(static_cast<std::size_t>(t.n_elements));
   dequantize_into(t, out);
   return out;

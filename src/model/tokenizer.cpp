@@ -196,8 +196,9 @@ class Regex {
       if (rc < 0) {
         PCRE2_UCHAR buf[256];
         pcre2_get_error_message(rc, buf, sizeof buf);
-        fail("tokenizer: regex match failed on a piece of {} bytes: {}", s.size(),
-             reinterpret_cast<char*>(buf));
+        fail("tokenizer: pre-tokenizer regex: expected a match within PCRE2's limits, got \"{}\" on a piece of {} "
+             "bytes",
+             reinterpret_cast<char*>(buf), s.size());
       }
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
       fn(static_cast<std::size_t>(ov[0]), static_cast<std::size_t>(ov[1]));

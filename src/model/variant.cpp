@@ -261,7 +261,7 @@ Variant parse_variant(std::string_view spec, std::string_view field) {
     if (e == std::string_view::npos) break;
     b = e + 1;
   }
-  if (f32_base && v.bf16_base) fail("{}: '{}': f32 and bf16 are both bases; give one", field, spec);
+  if (f32_base && v.bf16_base) fail("{}: '{}': expected one base (f32 or bf16), got both", field, spec);
   std::sort(v.bugs.begin(), v.bugs.end(),
             [](const InjectedBug& a, const InjectedBug& b) { return a.name < b.name; });
   // Canonical order of the round terms (the hook applies them in this order).

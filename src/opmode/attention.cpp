@@ -131,7 +131,7 @@ void register_attention(Registry& r) {
     if (!(block >= 1 && block <= 1 << 20 && block == std::floor(block)))
       fail("op attention: params: block: expected an integer in [1, 1048576], got {}", block);
     if (p.get("causal", 0) != 0 && s[0][0] > s[1][0])
-      fail("op attention: shapes: causal needs Lq <= Lk, got Lq={} Lk={}", s[0][0], s[1][0]);
+      fail("op attention: shapes: expected Lq <= Lk with causal, got Lq={} Lk={}", s[0][0], s[1][0]);
     return Shape{s[0][0], s[2][1]};
   };
   d.input_dtype = DType::bfloat16;

@@ -430,8 +430,8 @@ void resolve_op_case(Case& c) {
   if (!def) fail("op: expected a built-in op ({}), got \"{}\"", ops::registry().names_text(), c.op);
   if (!c.dtype) c.dtype = def->default_output;
   if (!def->accepts_output(*c.dtype))
-    fail("dtype: op {} expected {}, got {}", c.op, def->accepted_outputs_text(), dtype_name(*c.dtype));
-  if (is_complex(*c.dtype)) fail("dtype: op {} expected a real dtype, got {}", c.op, dtype_name(*c.dtype));
+    fail("dtype: expected {} (op {}), got {}", def->accepted_outputs_text(), c.op, dtype_name(*c.dtype));
+  if (is_complex(*c.dtype)) fail("dtype: expected a real dtype (op {}), got {}", c.op, dtype_name(*c.dtype));
   if (c.candidate.empty()) c.candidate = def->default_candidate;
   if (c.reference == "reference") c.reference = "f64";
   if (c.dists.empty()) c.dists.push_back({});

@@ -55,8 +55,8 @@ nb::ndarray<nb::numpy, T> to_numpy(std::vector<T> v, std::vector<std::size_t> sh
 DType dtype_or_type_error(const std::string& name, const std::string& what) {
   auto d = parse_dtype(name);
   if (!d)
-    throw nb::type_error(fmt::format("{}: unsupported dtype {}; kerncheck reads {}", what, name,
-                                     dtype_names_list())
+    throw nb::type_error(fmt::format("{}: dtype: expected one kerncheck reads ({}), got unsupported dtype {}", what,
+                                     dtype_names_list(), name)
                              .c_str());
   return *d;
 }
@@ -209,7 +209,7 @@ void register_candidate(const std::string& op, const std::string& name, nb::obje
   auto& table = py_candidates();
   bool fresh = !table.count(key);
   if (fresh && def->candidates.count(name))
-    throw nb::value_error(fmt::format("candidate: {} already has a built-in candidate named {}", op, name).c_str());
+    throw nb::value_error(fmt::format("candidate: expected a name that is not a built-in candidate of {}, got {}", op, name).c_str());
   if (!fresh) Py_DECREF(table[key]);
   table[key] = fn.inc_ref().ptr();
   if (!fresh) return;

@@ -157,7 +157,7 @@ TEST(Corpus, BadOptions) {
   deep.depths = {5000};
   resolve_corpus_options(deep);
   expect_error([&] { build_corpus(deep, docs(), tok, "t.json"); }, "tokens for a segment of depth 5000");
-  expect_error([&] { build_corpus(small_options(), {}, tok, "t.json"); }, "no source documents");
+  expect_error([&] { build_corpus(small_options(), {}, tok, "t.json"); }, "expected at least one prose or code document");
   expect_error([&] { read_sources({tmp("missing.txt")}, {}); }, "missing.txt");
 }
 

@@ -190,7 +190,7 @@ TEST(Safetensors, MalformedFiles) {
 TEST(Safetensors, OpenNamesTheFile) {
   test::TmpDir tmp;
   expect_error([&] { SafetensorsFile::open(tmp.path("missing.safetensors")); },
-               {"missing.safetensors", "cannot open"});
+               {"missing.safetensors", "open: expected a readable file"});
 }
 
 }  // namespace

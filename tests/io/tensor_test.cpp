@@ -116,7 +116,7 @@ TEST(LoadTensor, DetectsTheFormatByContent) {
       {tmp.path("raw.safetensors") +
            ": format: expected an .npy or .safetensors file, or a dtype and a shape",
        "got a file of 24 bytes"});
-  expect_error([&] { load_tensor(tmp.path("missing.npy")); }, {"missing.npy", "cannot open"});
+  expect_error([&] { load_tensor(tmp.path("missing.npy")); }, {"missing.npy", "open: expected a readable file"});
 }
 
 TEST(LoadTensor, PathsWithColonsAndHints) {

@@ -108,7 +108,7 @@ TEST(Sampling, TruncatedDistributionMatchesIndependentComputation) {
   SplitMix64 r(5);
   SamplingOptions g;
   EXPECT_EQ(sample_token(std::vector<float>{0, 3, 3, 1}, g, r), 1);
-  expect_error([&] { sample_token(std::vector<float>{0, NAN}, g, r); }, "non-finite logit");
+  expect_error([&] { sample_token(std::vector<float>{0, NAN}, g, r); }, "expected finite logits");
 }
 
 // Wilson–Hilferty: the chi-square quantile for df degrees of freedom at the normal quantile z.

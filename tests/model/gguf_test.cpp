@@ -189,8 +189,8 @@ TEST(Gguf, ErrorMessagesNameFileFieldAndExpectation) {
   const auto q3k = GgufFile::parse(w.b, "m.gguf");
   EXPECT_EQ(
       message_of([&] { q3k.tensor_f32("blk.3.attn_q.weight"); }),
-      "m.gguf: tensor 'blk.3.attn_q.weight': type Q3_K is not supported; supported: F32, F16, Q4_0, Q4_1, "
-      "Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16");
+      "m.gguf: tensor 'blk.3.attn_q.weight' type: expected a supported type (F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, "
+      "Q8_0, Q4_K, Q5_K, Q6_K, BF16), got Q3_K");
   w.b.pop_back();  // one byte short of the data
   EXPECT_EQ(message_of([&] { GgufFile::parse(w.b, "m.gguf"); }),
             "m.gguf: tensor 'blk.3.attn_q.weight' data: expected 110 bytes at data offset 0 within the 109 "

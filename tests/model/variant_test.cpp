@@ -114,7 +114,7 @@ TEST(VariantParse, BadInputNamesFieldAndTerm) {
       {"kv=nope", "float dtype"},
       {"attn=fast", "unknown attention kernel"},
       {"fp16", "unknown term"},
-      {"f32+bf16", "both bases"},
+      {"f32+bf16", "expected one base (f32 or bf16), got both"},
   };
   for (const auto& [spec, why] : bad) {
     try {

@@ -160,7 +160,7 @@ TEST(Cases, OpRowsAreCheckedAgainstTheRegistry) {
                 .find("column dist: expected one distribution, or one per input (2)"),
             std::string::npos);
   EXPECT_NE(
-      error_of("op,shapes,dtype\nper_token_quant,4x8,bfloat16\n").find("op per_token_quant expected int8"),
+      error_of("op,shapes,dtype\nper_token_quant,4x8,bfloat16\n").find("dtype: expected int8"),
       std::string::npos);
   EXPECT_NE(error_of("op,shapes,golden\nmatmul,4x8;8x2,g.npy\n")
                 .find("column golden: expected empty on an op-mode row"),

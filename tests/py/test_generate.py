@@ -141,7 +141,7 @@ def test_generate_refusals(tiny, tmp_path):
         (("--ids", "1,512"), "prompt: token 1: expected an id in [0, 512)"),
         (("--ids", "1,2", "--max-tokens", "0"), "--max-tokens: expected 1"),
         (("--text", "hi", "--chat"), "--chat: expected a ChatML tokenizer"),
-        (("--ids", "1,2", "--against", "bf16", "--temperature", "1"), "--against: compares greedy outputs"),
+        (("--ids", "1,2", "--against", "bf16", "--temperature", "1"), "--against: expected greedy decoding"),
         (("--ids", "1,2", "--variant", "p=f17"), "--variant"),
         ((), "prompt: expected --prompt FILE, --text S or --ids LIST"),
     ]
@@ -214,9 +214,9 @@ def test_answer_corpus_refusals(tiny, tmp_path):
     r = kc("corpus", "build", "--answers", p, "-o", tmp_path / "a.kcc", check=False)
     assert r.returncode == 3 and "--answers: expected --model" in r.stderr
     r = kc("corpus", "build", "--answers", p, "--model", tiny, "--depths", "64", "-o", tmp_path / "a.kcc", check=False)
-    assert r.returncode == 3 and "--depths: applies to text corpora" in r.stderr
+    assert r.returncode == 3 and "--depths: expected a text corpus" in r.stderr
     r = kc("corpus", "build", "--tokenizer", tiny, "--temperature", "0.5", "-o", tmp_path / "a.kcc", check=False)
-    assert r.returncode == 3 and "--temperature: applies to answer corpora" in r.stderr
+    assert r.returncode == 3 and "--temperature: expected an answer corpus" in r.stderr
 
 
 def smollm2():

@@ -486,6 +486,12 @@ def _bad_inputs(d, t):
     cfg = json.loads((TINY / "config.json").read_text())
     cfg["num_hidden_layers"] = "two"
     (cfg_dir / "config.json").write_text(json.dumps(cfg))
+    # A candidate and a noise run of one engine in two base precisions: the floor does not match.
+    cand_e, noise_bf16 = t / "cand_e.st", t / "noise_bf16.st"
+    for out, variant in [(cand_e, "f32"), (noise_bf16, "bf16")]:
+        run("record", "--from-logits", d / "cand.npy", "--golden", g, "--engine", "myengine", "--variant", variant,
+            "-o", out, rc=0)
+    (t / "nocorpus").mkdir()
     prose = w("prose.txt", "In the beginning was the word. " * 40)
     code = w("code.py", "def f(x):\n    return x + 1\n" * 40)
     return [
@@ -521,17 +527,58 @@ def _bad_inputs(d, t):
         ("gguf", ["generate", "--model", w("bad.gguf", b"GGUF\x03\x00\x00\x00" + b"\xff" * 64), "--text", "hi"],
          t / "bad.gguf"),
         ("hf-config", ["generate", "--model", cfg_dir, "--ids", "1,2"], cfg_dir / "config.json"),
+        # Sites reworded from free-form messages (tests/py/test_error_sites.py keeps every site shaped).
+        ("importer-json-duplicate-key", ["import", "vllm", w("dup.json", '{"choices": [{"prompt_logprobs": [], '
+                                                                      '"prompt_logprobs": []}]}'), "-g", g, "-o",
+                                         t / "o.st"], t / "dup.json"),
+        ("importer-json-depth", ["import", "vllm", w("deep.json", "[" * 100), "-g", g, "-o", t / "o.st"],
+         t / "deep.json"),
+        ("importer-json-syntax", ["import", "sglang", w("trunc.json", '[{"meta_info": {'), "-g", g, "-o", t / "o.st"],
+         t / "trunc.json"),
+        ("segments-syntax", ["record", "--from-logits", d / "ref.npy", "--tokens", d / "tokens.npy", "--segments",
+                             w("segs2.json", '[{"name": '), "-o", t / "o.st"], t / "segs2.json"),
+        ("shard-structure", ["merge", _resealed_shard(t, "a.part", "st.part", "fine_margin_sum", [])], t / "st.part"),
+        ("shard-ranges", ["merge", _resealed_shard(t, "a.part", "rg.part", "ranges", [[0, 1500], [1000, 1200]])],
+         t / "rg.part"),
+        ("noise-variant", ["test", g, cand_e, "--noise", noise_bf16], noise_bf16),
+        ("default-corpus-manifest", ["corpus", "build", "--tokenizer", tok_dir / "good.json", "-o", t / "o3.kcc"],
+         t / "nocorpus" / "manifest.tsv"),
+        # Usage errors name the flag: "FLAG: [FIELD: ]expected …".
+        ("variant-grammar", ["generate", "--model", TINY, "--ids", "1,2", "--variant", "f32+bf16"], "--variant"),
+        ("record-two-sources", ["record", "--from-logits", d / "ref.npy", "--model", TINY, "--corpus", g, "-o",
+                                t / "o.st"], "--model"),
+        ("record-positions-golden-mode", ["record", "--from-logits", d / "ref.npy", "--tokens", d / "tokens.npy",
+                                          "--positions", "0:10", "-o", t / "o.st"], "--positions"),
+        ("generate-chat-ids", ["generate", "--model", TINY, "--ids", "1,2", "--chat"], "--chat"),
     ]
+
+
+def _resealed_shard(t, src, dst, key, value):
+    """Shard `src` with run0's accumulator field `key` set to `value`, re-sealed: the structure checks, not the
+    checksum, must refuse it. The checksum is the one the reader names as expected (the walk checks messages,
+    not the checksum formula, which test_edited_shard_counts_are_refused covers)."""
+    import re
+    meta, tensors = load(t / src)
+    r0 = json.loads(meta["run0"])
+    r0[key] = value
+    meta["run0"] = json.dumps(r0)
+    save(t / dst, meta, tensors)
+    p = run("merge", t / dst, rc=3)
+    meta["checksum"] = re.search(r"metadata checksum: expected (xxh3:[0-9a-f]+)", p.stderr).group(1)
+    save(t / dst, meta, tensors)
+    return t / dst
 
 
 def test_every_reader_refusal_names_file_field_and_expected(files, tmp_path):
     import re
     bad = []
+    env = dict(os.environ, KC_CORPUS_DIR=str(tmp_path / "nocorpus"))
     for name, args, f in _bad_inputs(files, tmp_path):
-        p = run(*args, timeout=60)
+        p = run(*args, timeout=60, env=env)
         err = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
-        # "error: FILE[:LINE:COL]: FIELD: expected …"
-        m = re.search(re.escape(str(f)) + r"(:\d+)*: (?P<field>.+?): expected \S", err)
+        # "error: FILE[:LINE:COL]: FIELD: expected …"; a flag: "error: FLAG: [FIELD: ]expected …"
+        field = r"(?:(?P<field>.+?): )?" if str(f).startswith("--") else r"(?P<field>.+?): "
+        m = re.search(r"error: " + re.escape(str(f)) + r"(:\d+)*: " + field + r"expected \S", err)
         if p.returncode != 3 or not m:
             bad.append(f"{name}: exit {p.returncode}: {err}")
     assert not bad, "\n".join(bad)

@@ -428,8 +428,8 @@ def test_request_count_must_match_segments(world):
         ("vllm_bad_type.json", "choices[0].prompt_logprobs[2]: expected object or null, got string"),
         ("vllm_bad_logprob.json", "choices[0].prompt_logprobs[1].7.logprob: expected a number, got string"),
         ("vllm_bad_key.json", "choices[0].prompt_logprobs[1].abc: expected a token id as key"),
-        ("vllm_truncated.json", "not valid JSON at byte"),
-        ("vllm_dup_key.json", "appears twice"),
+        ("vllm_truncated.json", ": expected valid JSON, got syntax error"),
+        ("vllm_dup_key.json", ": expected each key once, got key"),
         ("vllm_no_logprobs.json", "choices[0].prompt_logprobs: expected a list (request prompt_logprobs=K"),
         ("vllm_ids_len.json", "choices[0].prompt_token_ids: expected 3 ids"),
     ],
@@ -461,7 +461,7 @@ def test_deep_nesting_is_refused(world):
     src = world["d"] / "deep.json"
     src.write_text("[" * 100000)
     p = run("import", "vllm", src, "--golden", world["golden"], "-o", world["d"] / "m.safetensors", check=False)
-    assert p.returncode == 3 and "nested deeper than" in p.stderr, p.stderr
+    assert p.returncode == 3 and "expected at most 64 levels of nesting" in p.stderr, p.stderr
 
 
 def test_import_then_judge(world):

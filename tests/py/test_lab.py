@@ -149,7 +149,7 @@ def test_bad_variant_flags(lab, tmp_path, flags, needle):
 def test_round_needs_model(lab, tmp_path):
     r = kc("record", "--from-logits", lab[3], "--golden", lab[3], "--round", "x=3", "-o", tmp_path / "c",
            check=False)
-    assert r.returncode == 3 and "need --model" in r.stderr
+    assert r.returncode == 3 and "expected with --model MODEL" in r.stderr
 
 
 # ---------------------------------------------------------------------------------------------- trace
