@@ -22,6 +22,9 @@ def main() -> int:
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     os.makedirs(out, exist_ok=True)
+    # The weights are written dequantized: drop the GGUF quantization entry (vLLM refuses "gguf" there).
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
     model.config.save_pretrained(out)
     tok.save_pretrained(out)
     state = model.state_dict()

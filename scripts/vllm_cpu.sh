@@ -78,11 +78,13 @@ do_start() {
   do_stop
   local t0=$SECONDS url="http://127.0.0.1:$port"
   # Its own process group (setsid), so stop ends the engine's worker processes too. Prefix caching on:
-  # the decode phase relies on it (docs/engines.md). VLLM_CPU_KVCACHE_SPACE: GiB of KV cache.
+  # the decode phase relies on it (docs/engines.md); block size 32 (the smallest the CPU attention takes): a prefix is cached in whole blocks.
+  # VLLM_CPU_KVCACHE_SPACE: GiB of KV cache.
   VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}" VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 \
     setsid nice -n 5 "$venv/bin/python" -m vllm.entrypoints.openai.api_server --host 127.0.0.1 \
     --port "$port" --model "$model" --served-model-name smollm2 --dtype "${KC_VLLM_DTYPE:-float32}" \
-    --enforce-eager --enable-prefix-caching --max-model-len 2048 --max-logprobs 20 "$@" \
+    --enforce-eager --enable-prefix-caching --enable-prompt-tokens-details --block-size 32 --max-model-len 2048 \
+    --max-logprobs 20 "$@" \
     >"$log" 2>&1 </dev/null &
   echo $! >"$pidfile"
   local limit="${KC_VLLM_START_TIMEOUT:-600}"

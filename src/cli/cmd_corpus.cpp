@@ -96,9 +96,13 @@ int run(int argc, char** argv) {
 
   if (prompts->parsed()) {
     std::vector<std::pair<std::string, std::vector<std::int32_t>>> rows;  // name, tokens
-    const auto& md = kc::SafetensorsFile::open(prompts_path).metadata();
-    auto f = md.find("kerncheck.format");
-    if (f != md.end() && f->second == "golden") {
+    std::string format;
+    {
+      kc::SafetensorsFile file = kc::SafetensorsFile::open(prompts_path);
+      auto f = file.metadata().find("kerncheck.format");
+      if (f != file.metadata().end()) format = f->second;
+    }
+    if (format == "golden") {
       kc::Golden g = kc::read_golden(prompts_path);
       std::vector<kc::GoldenWindow> ws = kc::golden_windows(g);
       for (std::size_t i = 0; i < ws.size(); ++i) rows.push_back({g.meta.segments[i].name, ws[i].tokens});

@@ -69,7 +69,7 @@ def test_f32_server_passes_at_f32_level(world):
     # from the prefix cache: vLLM counts the cached prompt tokens.
     assert "decode steps: 32 requests, cached prompt tokens" in out
     cached = float(out.split("cached prompt tokens")[1].split("(")[1].split("%")[0])
-    assert cached > 50, out
+    assert cached > 40, out
     rc, rep, text = judge(d, "f32")
     assert rc == 0, text
     kl = rep["overall"]["stats"]["kl"]["mean"] if "overall" in rep else None
