@@ -77,9 +77,9 @@ int record_with_server(RecordArgs& a, const std::string& cmdline) {
   if (!a.tokens.empty() || !a.segments.empty() || !a.positions.empty() || !a.tokenizer_id.empty() ||
       !a.corpus_id.empty() || !a.tokenizer.empty() || a.allow_other_model || !a.round.empty() ||
       a.prefill_block != 0 || !a.logits_out.empty())
-    kc::fail("--server takes the tokens and segments from --corpus/--golden; drop --tokens, --segments, "
-             "--positions, --tokenizer*, --corpus-id, --allow-other-model, --round, --prefill-block and "
-             "--logits-out");
+    kc::fail("--server: expected the tokens and segments from --corpus/--golden alone, got one of --tokens, "
+             "--segments, --positions, --tokenizer*, --corpus-id, --allow-other-model, --round, --prefill-block, "
+             "--logits-out (drop it)");
   kc::RecordServerOptions& o = a.server;
   o.corpus = a.corpus;
   o.golden = a.golden;
@@ -201,12 +201,12 @@ int run(int argc, char** argv) {
   const std::string cmdline = join_args(argc, argv);
   if (!sv.url.empty()) {
     if (!a.model.empty() || !a.from_logits.empty())
-      kc::fail("give one source: --server, --model or --from-logits");
+      kc::fail("--server: expected one source (--server, --model or --from-logits), got more than one");
     return record_with_server(a, cmdline);
   }
   for (const char* f : {"--api", "--served-model", "--phase", "--top-logprobs", "--concurrency", "--timeout",
                         "--retries"})
-    if (app.count(f)) kc::fail("{}: applies to --server URL", f);
+    if (app.count(f)) kc::fail("{}: expected only with --server URL, got it without", f);
   if (!a.model.empty()) {
     if (!a.from_logits.empty()) kc::fail("--model: expected one source (--from-logits or --model), got both");
     return record_with_model(a, cmdline);

@@ -51,7 +51,7 @@ std::size_t on_body(char* p, std::size_t size, std::size_t n, void* user) {
 class Http {
  public:
   Http() : h_(curl_easy_init()) {
-    if (!h_) fail("libcurl: curl_easy_init failed");
+    if (!h_) KC_ASSERT(false, "libcurl: curl_easy_init failed");  // out of memory, not an input
   }
   ~Http() { curl_easy_cleanup(h_); }
   Http(const Http&) = delete;
@@ -339,7 +339,7 @@ class ResponseCheckpoints {
     if (!ok) {
       fs::remove_all(dir_, ec);
       fs::create_directories(dir_, ec);
-      if (ec) fail("{}: cannot create the checkpoint folder: {}", dir_, ec.message());
+      if (ec) throw_input_error(dir_, "checkpoint folder", "a folder that can be created", ec.message());
       write_file_atomic(man.string(), key);
     }
   }
@@ -443,7 +443,8 @@ void record_with_server(const RecordServerOptions& o) {
   if (o.retries < 0) throw_input_error("--retries", "N", "≥ 0", std::to_string(o.retries));
   const bool golden_mode = o.golden.empty();
   if (golden_mode == o.corpus.empty())
-    fail("--server: give --corpus CORPUS (golden) or --golden GOLDEN (candidate), one of them");
+    fail("--server: expected one of --corpus CORPUS (golden) or --golden GOLDEN (candidate), got {}",
+         golden_mode ? "both" : "neither");
   if (golden_mode && o.k > o.top_logprobs)
     fail("-k: expected at most --top-logprobs ({}): the engine reports only its top-K', got {}", o.top_logprobs,
          o.k);

@@ -35,6 +35,10 @@ ALLOWED = {
     ("lab/generate.cpp", "expected at least 2 tokens"): "caught below, becomes 'FILE: line N: prompt: expected …'",
     ("lab/record_model.cpp", "KC_RECORD_STOP_AFTER"): "a deliberate stop for the resume tests, not a refusal",
     ("cli/cmd_corpus.cpp", "std::invalid_argument(t"): "caught two lines below, rethrown as '--depths: expected …'",
+    ("lab/record_server.cpp", "stopped (another request failed)"): "cancels a worker after another request "
+    "failed; only the first failure (shaped where it is thrown) is reported",
+    ("lab/record_server.cpp", "first_error + fmt::format("): "rethrows the first failed request's shaped message "
+    "with the resume hint",
 }
 
 
