@@ -109,16 +109,9 @@ int run_demo(const DemoOptions& o) {
   if (!o.sweep_bits.empty()) P.sweep_bits = o.sweep_bits;
   const std::vector<int> sweep_bits = parse_bit_widths(P.sweep_bits, "--sweep-bits");
   for (const Run& r : demo_runs()) canonical_variant(r.variant);  // fails early if the lab is missing a term
-  const std::string model = demo::demo_model(o);
+  const std::string model = demo::demo_begin(o);
   const fs::path out = o.out_dir;
-  std::error_code ec;
-  fs::create_directories(out / "runs", ec);
-  fs::create_directories(out / "reports", ec);
-  if (ec) throw_input_error(o.out_dir, "--out-dir", "a folder that can be created", ec.message());
-
   Steps steps;
-  std::printf("kerncheck demo, preset %s, model %s, output in %s/\n", o.preset.c_str(), model.c_str(),
-              o.out_dir.c_str());
 
   // 1. Corpus, 2. golden (the f32 reference), 3. candidates.
   CorpusOptions co;

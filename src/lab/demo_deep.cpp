@@ -99,15 +99,9 @@ std::string interval(const DepthCell& c) {
 
 int run_deep_demo(const DemoOptions& o) {
   const bool tiny = o.preset == "tiny-deep";  // tests: the same steps on short windows, seconds
-  const std::string model = demo_model(o);
+  const std::string model = demo_begin(o);
   const fs::path out = o.out_dir;
-  std::error_code ec;
-  fs::create_directories(out / "runs", ec);
-  fs::create_directories(out / "reports", ec);
-  if (ec) throw_input_error(o.out_dir, "--out-dir", "a folder that can be created", ec.message());
   Steps steps;
-  std::printf("kerncheck demo, preset %s, model %s, output in %s/\n", o.preset.c_str(), model.c_str(),
-              o.out_dir.c_str());
 
   CorpusOptions co;
   co.preset = "deep";

@@ -25,7 +25,7 @@ double Steps::end(const std::string& result) {
   return s;
 }
 
-std::string demo_model(const DemoOptions& o) {
+std::string demo_begin(const DemoOptions& o) {
   const std::string model = o.model.empty() ? default_demo_model() : o.model;
   std::error_code ec;
   if (!fs::exists(model, ec))
@@ -33,6 +33,12 @@ std::string demo_model(const DemoOptions& o) {
         "--model: {}: expected the SmolLM2-135M GGUF (run `bash scripts/fetch_smollm2.sh`, which prints its "
         "path) or a model given with --model, got no such file",
         model);
+  const fs::path out = o.out_dir;
+  fs::create_directories(out / "runs", ec);
+  fs::create_directories(out / "reports", ec);
+  if (ec) throw_input_error(o.out_dir, "--out-dir", "a folder that can be created", ec.message());
+  std::printf("kerncheck demo, preset %s, model %s, output in %s/\n", o.preset.c_str(), model.c_str(),
+              o.out_dir.c_str());
   return model;
 }
 

@@ -32,8 +32,9 @@ struct Run {
   std::string name, variant, role;  // role: "noise" (also good), "good", "bad", "probe"
 };
 
-// The model the options name (default: the fetch script's cache); exit 3 when it is missing.
-std::string demo_model(const DemoOptions& o);
+// The model the options name (default: the fetch script's cache); exit 3 when it is missing. Also makes the
+// output folders (OUT/runs, OUT/reports) and prints the demo's first line.
+std::string demo_begin(const DemoOptions& o);
 
 // Step 1: builds the corpus of `co` (resolved here) from the default or the given sources into
 // OUT/corpus.kcc, keeping the file when it is the same corpus; returns it as read back.

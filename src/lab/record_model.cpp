@@ -246,29 +246,34 @@ bool candidate_checkpoint_rows(const SafetensorsFile& f, std::size_t n, std::siz
          vec_from(f, "flags", DType::uint8, n, c.flags);
 }
 
+std::string open_checkpoint_folder(const std::string& out, const std::string& key) {
+  const std::string dir = out + ".partial";
+  std::error_code ec;
+  fs::path man = fs::path(dir) / "manifest.json";
+  bool ok = false;
+  if (fs::exists(man, ec)) {
+    try {
+      ok = read_text_file(man.string(), kConfigTextCap, "a checkpoint manifest") == key;
+    } catch (const Error&) {
+      ok = false;  // unreadable: start over
+    }
+  }
+  if (!ok) {
+    fs::remove_all(dir, ec);
+    fs::create_directories(dir, ec);
+    if (ec) throw_input_error(dir, "checkpoint folder", "a folder that can be created", ec.message());
+    write_file_atomic(man.string(), key);
+  }
+  return dir;
+}
+
 namespace {
 
 // The per-segment checkpoint folder. Segment files are reused only when the manifest key matches.
 class Checkpoints {
  public:
-  Checkpoints(const std::string& out, const std::string& key) : dir_(out + ".partial"), key_(key) {
-    std::error_code ec;
-    fs::path man = fs::path(dir_) / "manifest.json";
-    bool ok = false;
-    if (fs::exists(man, ec)) {
-      try {
-        ok = read_text_file(man.string(), kConfigTextCap, "a checkpoint manifest") == key;
-      } catch (const Error&) {
-        ok = false;  // unreadable: start over
-      }
-    }
-    if (!ok) {
-      fs::remove_all(dir_, ec);
-      fs::create_directories(dir_, ec);
-      if (ec) throw_input_error(dir_, "checkpoint folder", "a folder that can be created", ec.message());
-      write_file_atomic(man.string(), key);
-    }
-  }
+  Checkpoints(const std::string& out, const std::string& key)
+      : dir_(open_checkpoint_folder(out, key)), key_(key) {}
   std::string file(std::int32_t i) const { return fmt::format("{}/seg-{:05d}.safetensors", dir_, i); }
   // Segment i's checkpoint when it is intact (sealed: every byte checked) and belongs to this run and
   // segment; a damaged or foreign one is deleted, with a note, and the segment recomputed.

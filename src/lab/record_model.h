@@ -35,6 +35,11 @@ struct RecordModelOptions {
                                    // of checkpoints then
 };
 
+// The per-segment checkpoint folder OUT.partial/ of a record (`record --model`, `record --server`): kept
+// when its manifest.json holds `key` (the same command on the same inputs), else emptied and stamped with
+// it, so a rerun resumes only its own run. Returns the folder.
+std::string open_checkpoint_folder(const std::string& out, const std::string& key);
+
 // "model-xxh3:<hex>" over the model file (GGUF) or the checkpoint's config.json and *.safetensors.
 std::string model_identity(const std::string& path);
 

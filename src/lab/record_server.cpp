@@ -27,6 +27,7 @@
 #include "golden/golden.h"
 #include "golden/importers.h"
 #include "golden/record_topk.h"
+#include "lab/record_model.h"
 
 namespace kc {
 
@@ -325,24 +326,7 @@ EngineSequence segment_sequence(const RecordServerOptions& o, const SegmentPlan&
 
 class ResponseCheckpoints {
  public:
-  ResponseCheckpoints(const std::string& out, const std::string& key) : dir_(out + ".partial") {
-    std::error_code ec;
-    fs::path man = fs::path(dir_) / "manifest.json";
-    bool ok = false;
-    if (fs::exists(man, ec)) {
-      try {
-        ok = read_text_file(man.string(), kConfigTextCap, "a checkpoint manifest") == key;
-      } catch (const Error&) {
-        ok = false;
-      }
-    }
-    if (!ok) {
-      fs::remove_all(dir_, ec);
-      fs::create_directories(dir_, ec);
-      if (ec) throw_input_error(dir_, "checkpoint folder", "a folder that can be created", ec.message());
-      write_file_atomic(man.string(), key);
-    }
-  }
+  ResponseCheckpoints(const std::string& out, const std::string& key) : dir_(open_checkpoint_folder(out, key)) {}
   std::string file(std::int32_t i) const { return fmt::format("{}/seg-{:05d}.jsonl", dir_, i); }
   std::optional<std::vector<std::string>> read(std::int32_t i) const {
     std::error_code ec;
