@@ -284,15 +284,7 @@ int run_demo(const DemoOptions& o) {
     std::printf("  [%s] %s — %s\n", e.held ? "held" : "NOT held", e.text.c_str(), e.detail.c_str());
 
   // Index page and summary JSON.
-  json sj;
-  sj["format"] = "kerncheck.demo-summary";  // schema: python/kerncheck/schemas/demo-summary.json
-  sj["version"] = 1;
-  sj["preset"] = o.preset;
-  sj["model"] = model;
-  sj["golden"] = golden_path;
-  sj["positions"] = golden.meta.n;
-  sj["corpus"] = corpus.identity();
-  sj["corpus_sources"] = corpus.sources_id;
+  json sj = demo::demo_json_head("kerncheck.demo-summary", o, model, golden_path, golden, corpus);
   sj["ppl_ref"] = num(ppl_ref);
   json runs = json::array();
   for (const auto& j : judged) {

@@ -164,15 +164,7 @@ int run_deep_demo(const DemoOptions& o) {
               "fails against the floor (%s)\n",
               floor_ok ? "held" : "NOT held", fp8 == Verdict::fail ? "held" : "NOT held", verdict_name(fp8));
 
-  json dj;
-  dj["format"] = "kerncheck.demo-depth";  // schema: python/kerncheck/schemas/demo-depth.json
-  dj["version"] = 1;
-  dj["preset"] = o.preset;
-  dj["model"] = model;
-  dj["golden"] = golden_path;
-  dj["positions"] = golden.meta.n;
-  dj["corpus"] = corpus.identity();
-  dj["corpus_sources"] = corpus.sources_id;
+  json dj = demo_json_head("kerncheck.demo-depth", o, model, golden_path, golden, corpus);
   json jr = json::array();
   for (const auto& j : judged) {
     json jc = json::array();

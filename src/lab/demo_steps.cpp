@@ -154,6 +154,20 @@ std::pair<std::vector<JudgeAccumulator>, std::vector<std::string>> floor_for(
   return f;
 }
 
+nlohmann::ordered_json demo_json_head(const std::string& format, const DemoOptions& o, const std::string& model,
+                                      const std::string& golden_path, const Golden& golden, const Corpus& corpus) {
+  nlohmann::ordered_json j;
+  j["format"] = format;  // demo-summary: python/kerncheck/schemas/demo-summary.json (depth.json: no schema yet)
+  j["version"] = 1;
+  j["preset"] = o.preset;
+  j["model"] = model;
+  j["golden"] = golden_path;
+  j["positions"] = golden.meta.n;
+  j["corpus"] = corpus.identity();
+  j["corpus_sources"] = corpus.sources_id;
+  return j;
+}
+
 const FloorTest* floor_test_of(const JudgeReport& r, const std::string& kind, const std::string& name) {
   for (const auto& f : r.floor_tests)
     if (f.kind == kind && (kind == "overall" || f.name == name)) return &f;

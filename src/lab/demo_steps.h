@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,11 @@ std::map<std::string, JudgeAccumulator> accumulate_runs(const Golden& golden, co
 std::pair<std::vector<JudgeAccumulator>, std::vector<std::string>> floor_for(
     const Run& r, const std::vector<Run>& runs, std::map<std::string, JudgeAccumulator>& acc,
     const std::map<std::string, std::string>& path_of);
+
+// The keys every demo JSON file starts with: its format (schema name) and version, the preset, model,
+// golden, positions and the corpus identities.
+nlohmann::ordered_json demo_json_head(const std::string& format, const DemoOptions& o, const std::string& model,
+                                      const std::string& golden_path, const Golden& golden, const Corpus& corpus);
 
 // `kerncheck demo --preset deep` (and "tiny-deep", its test-sized twin): demo_deep.cpp.
 int run_deep_demo(const DemoOptions& o);
