@@ -1,6 +1,7 @@
 // kerncheck locate: the first op, in data-flow order, whose error against the f32 reference leaves the noise
 // implementations' spread (src/lab/locate.h, docs/locate.md).
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
@@ -45,7 +46,8 @@ int run(int argc, char** argv) {
                  "an equally correct implementation (repeat, at least 2), e.g. bf16 and bf16+order=1")
       ->required();
   app.add_option("--positions", positions,
-                 "worst:N (the N worst positions of --report, plus a random sample of max(N/4, 8)), random:N, or "
+                 "worst:N (the N worst positions of --report, judged with `kerncheck test --worst N`, plus a random "
+                 "sample of max(N/4, 8)), random:N, or "
                  "A:B (golden indices [A, B))")
       ->capture_default_str();
   app.add_option("--report", report, "the candidate's judge report (`kerncheck test --json`), for worst:N")
@@ -89,6 +91,11 @@ int run(int argc, char** argv) {
               "an error its kernels do not normally make\n";
   }
   std::fputs(text.c_str(), stdout);
+  if (!json_out.empty() && !html_out.empty()) {  // the page, as the JSON's folder sees it (for the judge's link)
+    namespace fs = std::filesystem;
+    const fs::path from = fs::absolute(json_out).lexically_normal().parent_path();
+    r.html = fs::absolute(html_out).lexically_normal().lexically_relative(from).generic_string();
+  }
   if (!json_out.empty()) kc::write_file_atomic(json_out, kc::locate_json(r));
   if (!html_out.empty()) kc::write_file_atomic(html_out, kc::locate_html(r));
   return (r.first[0] >= 0 || r.first[1] >= 0) ? 1 : 0;

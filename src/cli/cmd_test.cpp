@@ -17,10 +17,11 @@ int run(int argc, char** argv) {
       "Judge a candidate against a golden: KL, flips by margin, noise floor; PASS/FAIL/INCONCLUSIVE."};
   app.name(argv[0]);
   std::string golden_path, cand_path, thresholds_path, json_path, junit_path, html_path, partial_path,
-      positions, ref_logits;
+      positions, ref_logits, locate_path;
   std::vector<std::string> noise_paths;
   kc::JudgeOptions opt;
   bool quiet = false, allow_mismatch = false;
+  std::size_t worst = kc::JudgeAccumulator::kWorst;
   app.add_option("golden", golden_path, "golden file (kerncheck record)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -35,18 +36,30 @@ int run(int argc, char** argv) {
   app.add_option("--json", json_path, "write the JSON report here");
   app.add_option("--junit", junit_path, "write a JUnit XML report here");
   app.add_option("--html", html_path, "write a self-contained HTML report here");
+  app.add_option("--locate", locate_path,
+                 "with --html: a `kerncheck locate --json` report of this candidate; the page shows its first "
+                 "departing site per phase and links to its HTML (docs/locate.md)")
+      ->check(CLI::ExistingFile);
   app.add_option("--partial", partial_path,
                  "write a shard (accumulators) for kerncheck merge instead of judging");
   app.add_option("--positions", positions, "judge golden positions A:B only (shards)");
   app.add_option("--ref-logits", ref_logits,
                  "reference full logits [N, vocab]: full-vocabulary KL for logits candidates")
       ->check(CLI::ExistingFile);
+  app.add_option("--worst", worst,
+                 "keep the N worst positions (largest KL) in the JSON report (the text shows 10, the HTML 20); "
+                 "`kerncheck locate --positions worst:N` reads them")
+      ->capture_default_str();
   kc::cli::add_judge_options(app, opt);
   app.add_flag("--allow-floor-mismatch", allow_mismatch,
                "judge against noise runs whose engine, base precision, KV or logits dtype differ from the "
                "candidate's (refused otherwise, exit 3; the report then says so)");
   app.add_flag("-q,--quiet", quiet, "print only the verdict line");
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  if (!locate_path.empty() && html_path.empty())
+    kc::fail("--locate: expected --html F (the page that links to the locate report), got none");
+  std::optional<kc::LocateLink> locate;  // read before judging: a bad file exits 3 before any output
+  if (!locate_path.empty()) locate = kc::read_locate_link(locate_path, html_path);
   if (!(opt.kl_factor >= 1)) kc::fail("--kl-factor: expected ≥ 1, got {}", opt.kl_factor);
   if (!(opt.alpha > 0 && opt.alpha < 1)) kc::fail("--alpha: expected in (0, 1), got {}", opt.alpha);
 
@@ -64,7 +77,7 @@ int run(int argc, char** argv) {
     kc::CandidateInput ci = kc::open_candidate_input(cand_path, golden, range, true);
     if (!ci.in_memory) cand_made_by = ci.cand.meta.made_by;
     if (!range && !partial_path.empty()) range = std::make_pair(ci.begin, ci.begin + ci.n);
-    cand = kc::accumulate(golden, ci, ref ? &*ref : nullptr);
+    cand = kc::accumulate(golden, ci, ref ? &*ref : nullptr, worst);
   }
   std::vector<kc::JudgeAccumulator> noise;
   std::vector<kc::Provenance> noise_made_by;
@@ -106,7 +119,7 @@ int run(int argc, char** argv) {
     report.notes.insert(report.notes.begin(), "FLOOR MISMATCH (accepted by --allow-floor-mismatch): " + m);
   if (!json_path.empty()) kc::write_file_atomic(json_path, kc::report_json(report).dump(2) + "\n");
   if (!junit_path.empty()) kc::write_file_atomic(junit_path, kc::render_junit(report));
-  if (!html_path.empty()) kc::write_file_atomic(html_path, kc::render_judge_html(report));
+  if (!html_path.empty()) kc::write_file_atomic(html_path, kc::render_judge_html(report, locate ? &*locate : nullptr));
   std::string text = kc::render_text(report);
   if (quiet) text = text.substr(0, text.find('\n') + 1);
   std::fputs(text.c_str(), stdout);

@@ -353,7 +353,7 @@ void accumulate_blocks(const Golden& g, const CandidateArrays& a, const std::vec
     }
     acc.add_block(B);
     // Worst positions: a full list only takes KL ≥ its last entry's (a cheap test per position).
-    double worst_min = acc.worst.size() < JudgeAccumulator::kWorst ? -INFINITY : acc.worst.back().kl;
+    double worst_min = acc.worst.size() < acc.worst_cap ? -INFINITY : acc.worst.back().kl;
     // Most blocks hold no candidate once the list is full: test the whole block first (a vector loop).
     bool any = worst_min == -INFINITY;
     for (int t = 0; t < n; ++t) any |= !B.finite[t] | (B.kl[t] >= worst_min);
@@ -369,7 +369,7 @@ void accumulate_blocks(const Golden& g, const CandidateArrays& a, const std::vec
       r.flip = B.flip[t];
       r.margin = B.margin[t];
       acc.offer_worst(worst_detail(g, a, gi, static_cast<std::int64_t>(i0) + t, r));
-      worst_min = acc.worst.size() < JudgeAccumulator::kWorst ? -INFINITY : acc.worst.back().kl;
+      worst_min = acc.worst.size() < acc.worst_cap ? -INFINITY : acc.worst.back().kl;
     }
   }
   acc.finish_blocks();
@@ -387,7 +387,9 @@ std::uint64_t sample_prefilter(std::int64_t n) {
 
 }  // namespace
 
-JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Logits* ref) {
+JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Logits* ref, std::size_t worst) {
+  if (worst < 1 || worst > JudgeAccumulator::kWorstMax)
+    fail("--worst: expected a count of worst positions in 1 … {}, got {}", JudgeAccumulator::kWorstMax, worst);
   std::vector<std::uint8_t> seg_domain;
   std::vector<std::string> doms = domain_list(g, seg_domain);
   const int k = g.meta.k;
@@ -428,6 +430,7 @@ JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Log
       std::int64_t* tbad = ci.in_memory ? nullptr : &token_bad[ci_];
       acc = JudgeAccumulator{};
       acc.init(k, doms, n_seg);
+      acc.worst_cap = worst;
       acc.add_range(begin + b, begin + e);
       if (blocks) {
         accumulate_blocks(g, a, seg_domain, begin, b, e, cut, acc, gchk, cchk, coff, tbad);
@@ -505,7 +508,7 @@ JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Log
     }
   JudgeAccumulator total;
   for (auto& p : parts) total.merge(std::move(p));  // in chunk order: deterministic
-  if (n == 0) total.init(k, doms, n_seg);
+  if (n == 0) total.init(k, doms, n_seg), total.worst_cap = worst;
   return total;
 }
 

@@ -68,7 +68,9 @@ CandidateInput open_candidate_input(const std::string& path, const Golden& golde
 // ref_logits (all golden positions) + candidate logits give the full-vocabulary KL.
 // Deferred checks of the golden and the candidate file (read with defer = true) are run and finished
 // here, in the same pass when the fast path applies: a damaged file throws before anything is returned.
-JudgeAccumulator accumulate(const Golden& golden, const CandidateInput& cand, const Logits* ref_logits);
+// worst: how many worst positions (largest KL, non-finite first) the accumulator keeps (`--worst`).
+JudgeAccumulator accumulate(const Golden& golden, const CandidateInput& cand, const Logits* ref_logits,
+                            std::size_t worst = JudgeAccumulator::kWorst);
 
 // ---- statistics ----------------------------------------------------------------------------------------
 // Summaries (KlStats, SplitSummary, RunSummary, summarize) are metrics/summary.h; the statistic table

@@ -5,8 +5,12 @@
 
 #include <algorithm>
 #include <cmath>  // before judge.h, whose headers use NAN
+#include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 
+#include "core/error.h"
+#include "core/mapped_file.h"
 #include "judge/svg_plot.h"
 
 namespace kc {
@@ -361,7 +365,10 @@ std::string worst_table(const JudgeReport& r) {
                ? fmt::format("<span class=\"tok-id\">{}</span>", id)
                : fmt::format("<code class=\"tok\" title=\"id {}\">{}</code>", id, escape(it->second));
   };
-  for (const WorstDetail& w : r.worst) {
+  // The page shows the first 20; a longer list (`--worst N`, for `kerncheck locate`) is in the JSON report.
+  const std::size_t shown = std::min(r.worst.size(), JudgeAccumulator::kWorst);
+  for (std::size_t wi = 0; wi < shown; ++wi) {
+    const WorstDetail& w = r.worst[wi];
     auto top3 = [&](const std::array<std::int32_t, 3>& ids, const std::array<float, 3>& lp) {
       std::string t;
       for (int i = 0; i < 3; ++i)
@@ -375,7 +382,11 @@ std::string worst_table(const JudgeReport& r) {
               top3(w.w.ref_ids, w.w.ref_logprobs), top3(w.w.cand_ids, w.w.cand_logprobs),
               "<code>" + ctx + "</code>"});
   }
-  return s + "</table>\n";
+  s += "</table>\n";
+  if (shown < r.worst.size())
+    s += fmt::format("<p class=\"meta\">{} more worst positions in the JSON report (<code>--json</code>).</p>\n",
+                     r.worst.size() - shown);
+  return s;
 }
 
 const char* kCss = R"(
@@ -395,9 +406,73 @@ code{font-size:12px;white-space:pre-wrap}details summary{cursor:pointer;color:#5
 .failing-summary td:last-child,.findings td:last-child,.worst td:last-child{text-align:left}
 )";
 
+std::string locate_section(const JudgeReport& r, const LocateLink& l) {
+  std::string h = fmt::format(
+      "<h2>Locate</h2>\n<div class=\"locate\" id=\"locate\"><code>kerncheck locate</code> of {}: the first op "
+      "whose error against the f32 reference leaves the noise runs' spread.<ul>",
+      escape(l.variant));
+  for (const auto& p : l.phases) h += "<li>" + escape(p) + "</li>";
+  h += "</ul>";
+  if (r.verdict == Verdict::pass && l.departs)
+    h += "<p><b>The model-level judge PASSes this candidate, but a site leaves the floor: the model absorbs an "
+         "error its kernels do not normally make.</b></p>";
+  h += fmt::format("<a href=\"{}\">locate report</a></div>\n", escape(l.href));
+  return h;
+}
+
 }  // namespace
 
-std::string render_judge_html(const JudgeReport& r) {
+LocateLink read_locate_link(const std::string& json_path, const std::string& judge_html_path) {
+  namespace fs = std::filesystem;
+  using nlohmann::json;
+  json j;
+  try {
+    j = json::parse(read_text_file(json_path, kConfigTextCap, "a locate report"));
+  } catch (const json::exception& e) {
+    throw_input_error(json_path, "JSON", "a `kerncheck locate --json` report", e.what());
+  }
+  if (!j.is_object() || j.value("format", std::string()) != "kerncheck.locate")
+    throw_input_error(json_path, "format", "\"kerncheck.locate\" (a `kerncheck locate --json` report)",
+                      j.is_object() && j.contains("format") ? j["format"].dump() : "absent");
+  auto need = [&](const char* key, bool ok, const char* what) {
+    if (!ok) throw_input_error(json_path, key, what, j.contains(key) ? j[key].dump() : "absent");
+  };
+  need("variant", j.contains("variant") && j["variant"].is_string(), "a string");
+  need("first", j.contains("first") && j["first"].is_object(), "an object {prefill, decode}");
+  need("positions", j.contains("positions") && j["positions"].is_object(), "an object {prefill, decode}");
+  LocateLink l;
+  l.variant = j["variant"].get<std::string>();
+  for (const char* phase : {"prefill", "decode"}) {
+    const json& n = j["positions"].value(phase, json(0));
+    if (!n.is_number_integer() || n.get<std::int64_t>() <= 0) continue;
+    const json& f = j["first"].value(phase, json(nullptr));
+    if (f.is_null()) {
+      l.phases.push_back(fmt::format("{}: no site leaves the floor", phase));
+      continue;
+    }
+    if (!f.is_object() || !f.contains("layer") || !f["layer"].is_number_integer() || !f.contains("name") ||
+        !f["name"].is_string())
+      throw_input_error(json_path, fmt::format("first.{}", phase), "null or {layer, name, ratio}", f.dump());
+    const int layer = f["layer"].get<int>();
+    const json& ratio = f.value("ratio", json(nullptr));
+    l.phases.push_back(fmt::format("{}: first site outside the floor: layer {} {}{}", phase,
+                                   layer < 0 ? std::string("-") : std::to_string(layer),
+                                   f["name"].get<std::string>(),
+                                   ratio.is_number() ? fmt::format(" ({:.3g} × the floor's error)", ratio.get<double>())
+                                                     : std::string()));
+    l.departs = true;
+  }
+  // Paths as the pages see them: the locate page (or JSON) relative to the judge page's folder.
+  const fs::path jp = fs::absolute(json_path).lexically_normal();
+  fs::path target = jp;
+  if (j.contains("html") && j["html"].is_string()) target = (jp.parent_path() / j["html"].get<std::string>()).lexically_normal();
+  const fs::path from = fs::absolute(judge_html_path).lexically_normal().parent_path();
+  l.href = target.lexically_relative(from).generic_string();
+  if (l.href.empty()) l.href = target.generic_string();
+  return l;
+}
+
+std::string render_judge_html(const JudgeReport& r, const LocateLink* locate) {
   std::string h;
   h += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
   h += fmt::format("<title>kerncheck test: {} — {}</title>\n", verdict_name(r.verdict),
@@ -427,6 +502,7 @@ std::string render_judge_html(const JudgeReport& r) {
     for (auto& s : r.inconclusive_reasons) h += "<li>" + escape(s) + "</li>";
     h += "</ul>\n";
   }
+  if (locate) h += locate_section(r, *locate);
   h += "<h2>Failing checks</h2>\n" + failing_summary(r);
   h += "<h2>Summary</h2>\n" + summary_table(r);
   std::size_t n_flips = 0, n_plain = 0;

@@ -237,6 +237,16 @@ std::vector<std::int64_t> select_positions(const Golden& g, const std::string& s
     if (!j.is_object() || !j.contains("worst") || !j["worst"].is_array())
       throw_input_error(report, "worst", "an array of positions (a `kerncheck test --json` report)",
                         j.is_object() && j.contains("worst") ? j["worst"].type_name() : "absent");
+    // A report that stops short of N worst positions while it judged more would silently give fewer.
+    const auto kept = static_cast<std::int64_t>(j["worst"].size());
+    const std::int64_t judged =
+        j.contains("positions_judged") && j["positions_judged"].is_number_integer() ? j["positions_judged"].get<std::int64_t>() : kept;
+    if (kept < n && judged > kept)
+      throw_input_error(report, "worst",
+                        fmt::format("at least {} worst positions for --positions worst:{} (judge with `kerncheck test "
+                                    "... --worst {} --json`)",
+                                    n, n, n),
+                        fmt::format("{} of the {} positions judged", kept, judged));
     for (std::size_t i = 0; i < j["worst"].size() && static_cast<std::int64_t>(out.size()) < n; ++i) {
       const json& w = j["worst"][i];
       if (!w.is_object() || !w.contains("position") || !w["position"].is_number_integer() ||
@@ -480,6 +490,7 @@ std::string locate_json(const LocateResult& r) {
   j["noise"] = r.noise, j["alpha"] = r.alpha, j["min_factor"] = r.min_factor;
   j["positions"] = {{"prefill", r.positions[0]}, {"decode", r.positions[1]}};
   j["segments"] = r.segments, j["family"] = r.family;
+  if (!r.html.empty()) j["html"] = r.html;  // where `kerncheck test --locate` links
   j["first"] = json::object();
   for (int phase : {0, 1}) {
     if (r.first[phase] < 0) {

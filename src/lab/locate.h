@@ -90,6 +90,7 @@ struct LocateResult {
   std::vector<LocateSite> sites;      // per phase, in data-flow order (prefill first)
   int first[2] = {-1, -1};            // index into sites of each phase's first departing site, or -1
   std::size_t family = 0;             // sites under Holm
+  std::string html;                   // the HTML page written beside the JSON, relative to its folder ("" none)
 };
 
 LocateResult run_locate(const LocateOptions& o);

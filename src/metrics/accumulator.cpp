@@ -504,7 +504,7 @@ bool worse(double kl_a, std::int64_t pos_a, double kl_b, std::int64_t pos_b) {
 }  // namespace
 
 bool JudgeAccumulator::wants_worst(double kl, std::int64_t position) const {
-  if (worst.size() < kWorst) return true;
+  if (worst.size() < worst_cap) return true;
   const auto& last = worst.back();
   return worse(kl, position, last.kl, last.position);
 }
@@ -515,7 +515,7 @@ void JudgeAccumulator::offer_worst(const WorstPosition& w) {
         return worse(a.kl, a.position, b.kl, b.position);
       });
   worst.insert(it, w);
-  if (worst.size() > kWorst) worst.pop_back();
+  while (worst.size() > worst_cap) worst.pop_back();
 }
 
 void JudgeAccumulator::merge(JudgeAccumulator&& o) {
@@ -551,6 +551,7 @@ void JudgeAccumulator::merge(const JudgeAccumulator& o) {
     segment_n[s] += o.segment_n[s];
     for (const auto& c : o.segment_cells[s]) add_segment_cell(s, c.cell, c.n, c.kl);
   }
+  worst_cap = std::max(worst_cap, o.worst_cap);
   for (auto& w : o.worst)
     if (wants_worst(w.kl, w.position)) offer_worst(w);
   high_margin_flips.insert(high_margin_flips.end(), o.high_margin_flips.begin(), o.high_margin_flips.end());
@@ -647,6 +648,7 @@ json JudgeAccumulator::to_json() const {
                  {"ref_logprobs", x.ref_logprobs},
                  {"cand_logprobs", x.cand_logprobs}});
   j["worst"] = w;
+  j["worst_cap"] = worst_cap;
   json sp = json::array();
   for (auto& p : sample)
     sp.push_back({p.hash, p.position, p.kl, p.margin, p.flip, p.domain, p.phase, p.depth});
@@ -700,6 +702,12 @@ JudgeAccumulator JudgeAccumulator::from_json(const json& j, const std::string& f
         e.lo = c.at(2);
         a.add_segment_cell(s, cell, c.at(3).get<std::uint64_t>(), e);
       }
+    // Shards written before `--worst` have no worst_cap: the fixed 20 then.
+    a.worst_cap = j.value("worst_cap", kWorst);
+    if (a.worst_cap < 1 || a.worst_cap > kWorstMax || j.at("worst").size() > a.worst_cap)
+      throw_input_error(file, "accumulator worst_cap",
+                        fmt::format("1 … {} and at least the worst list's length", kWorstMax),
+                        fmt::format("{} ({} worst entries)", a.worst_cap, j.at("worst").size()));
     for (auto& x : j.at("worst")) {
       WorstPosition w;
       w.position = x.at("position");

@@ -137,6 +137,7 @@ struct SegmentCellSum {
 
 struct JudgeAccumulator {
   static constexpr std::size_t kWorst = 20, kSample = 20000, kHighMarginList = 20;
+  static constexpr std::size_t kWorstMax = 100000;  // `--worst N`: each entry keeps a quoted context
 
   int k = 0;
   std::vector<std::string> domains;  // domain index → name (same for every run against one golden)
@@ -153,7 +154,8 @@ struct JudgeAccumulator {
   std::vector<std::uint64_t> segment_n;
   std::vector<std::vector<SegmentCellSum>> segment_cells;  // per segment, sorted by cell
   void add_segment_cell(int segment, int cell, std::uint64_t n, const ExactSum& kl);
-  std::vector<WorstPosition> worst;  // sorted by KL desc, then position asc; ≤ kWorst
+  std::vector<WorstPosition> worst;  // sorted by KL desc, then position asc; ≤ worst_cap
+  std::size_t worst_cap = kWorst;    // `kerncheck test --worst N`; a merge keeps the larger
   std::vector<SamplePoint> sample;   // ≤ kSample, a max-heap by hash (outside add_block … finish_blocks)
   std::uint64_t sample_cut = ~std::uint64_t{0};  // add_block: points with a hash ≥ this cannot enter
   std::vector<std::pair<std::int64_t, double>>

@@ -416,6 +416,43 @@ def test_shards_merge_to_the_single_run(data):
     assert "shard is missing" in p.stderr
 
 
+
+def test_worst_n_beyond_the_default_20_matches_numpy(data):
+    """`--worst N` keeps the N largest KL (ties to the lower position) in the JSON report, the same KL as
+    the 20 of the default; the HTML shows 20 and says how many more; shards merged keep the N too."""
+    d, ref, tokens, segs = data
+    o = Oracle(d / "g.safetensors", d / "x3.safetensors")
+    noise = ("--noise", d / "noise1.safetensors", "--noise", d / "noise2.safetensors")
+    html = d / "worst60.html"
+    rep, _ = judge_json(d, d / "x3.safetensors", *noise, "--worst", "60", "--html", html, rc=1)
+    want = np.lexsort((np.arange(N), -o.kl))[:61]  # KL desc, then position asc
+    # The data has no near-tie at the cut (else a float difference could swap entries 60 and 61).
+    assert o.kl[want[59]] > o.kl[want[60]] * (1 + 1e-3)
+    got = [w["position"] for w in rep["worst"]]
+    assert len(got) == 60 and set(got) == set(want[:60].tolist())
+    for w in rep["worst"]:
+        assert close(w["kl"], o.kl[w["position"]], rtol=1e-4), w
+    kls = [w["kl"] for w in rep["worst"]]
+    assert kls == sorted(kls, reverse=True)
+    default, _ = judge_json(d, d / "x3.safetensors", *noise, rc=1)
+    assert [w["position"] for w in default["worst"]] == got[:20]
+    page = html.read_text()
+    table = page.split('<table class="worst">')[1].split("</table>")[0]
+    assert table.count("<tr") == 1 + 20  # the header and the first 20
+    assert "40 more worst positions in the JSON report" in page
+    parts = []
+    for i, (a, b) in enumerate([(0, 2500), (2500, 4000)]):
+        out = d / f"worst_shard{i}.kcpart"
+        run("test", d / "g.safetensors", d / "x3.safetensors", *noise, "--positions", f"{a}:{b}", "--worst", "60",
+            "--partial", out, rc=0)
+        parts.append(out)
+    run("merge", *parts, "--json", d / "worst_merged.json", rc=1)
+    merged = json.loads((d / "worst_merged.json").read_text())
+    assert [w["position"] for w in merged["worst"]] == got
+    p = run("test", d / "g.safetensors", d / "x3.safetensors", "--worst", "0", rc=3)
+    assert "--worst: expected" in p.stderr, p.stderr
+
+
 def test_calibrate_separates_good_from_bad(data):
     d, ref, tokens, segs = data
     th = d / "th.toml"

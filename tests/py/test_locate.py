@@ -166,3 +166,47 @@ def test_refuses_another_models_golden(golden, tmp_path):
     (other / "config.json").write_text(json.dumps(cfg))
     r = kc("locate", "--model", other, "--golden", g, "--variant", "order=3", *NOISE, check=False)
     assert r.returncode == 3 and str(g) in r.stderr and "model: expected the golden's model" in r.stderr, r.stderr
+
+
+def test_worst_n_beyond_20_from_the_judge_report(golden, tmp_path):
+    """`kerncheck test --worst 40` keeps 40 worst positions, and `--positions worst:40` takes all of them
+    (plus max(40/4, 8) random others); a report that kept fewer than N of more judged positions is refused,
+    saying how to get N (the ranking itself is checked against numpy in test_judge_metrics.py)."""
+    d, g = golden
+    cand = tmp_path / "cand.kcc"
+    kc("record", "--model", MODEL, "--golden", g, "--variant", "round:gdn.state@2=4", "-o", cand)
+    for n in ("40", "20"):
+        kc("test", g, cand, "--worst", n, "--json", tmp_path / f"r{n}.json", check=False)
+    r40 = json.loads((tmp_path / "r40.json").read_text())
+    assert len(r40["worst"]) == 40 and r40["positions_judged"] == 128
+    r, rep, _ = locate(g, tmp_path, "round:gdn.state@2=4", "--positions", "worst:40", "--report",
+                       tmp_path / "r40.json", "--tensors", "gdn.state", "--no-compare")
+    assert rep["positions"]["prefill"] + rep["positions"]["decode"] == 40 + 10
+    r = kc("locate", "--model", MODEL, "--golden", g, "--variant", "round:gdn.state@2=4", *NOISE, "--positions",
+           "worst:40", "--report", tmp_path / "r20.json", check=False)
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    assert str(tmp_path / "r20.json") in r.stderr and "--worst 40" in r.stderr and "20 of the 128" in r.stderr, r.stderr
+
+
+def test_judge_page_links_the_locate_report(golden, tmp_path):
+    """`kerncheck test --html R --locate L.json`: the judge's page names each phase's first departing site
+    and links to the locate page (L.json's "html", relative to R's folder); a file that is not a locate
+    report is refused, exit 3, naming it and the field."""
+    d, g = golden
+    cand = tmp_path / "cand.kcc"
+    kc("record", "--model", MODEL, "--golden", g, "--variant", "round:gdn.state@2=4", "-o", cand)
+    _, rep, _ = locate(g, tmp_path, "round:gdn.state@2=4", "--positions", "0:128", "--tensors", "gdn.state",
+                       "--no-compare")
+    assert rep["html"] == "loc.html"
+    (tmp_path / "pages").mkdir()
+    page = tmp_path / "pages" / "r.html"
+    kc("test", g, cand, "--html", page, "--json", tmp_path / "r.json", "--locate", tmp_path / "loc.json",
+       check=False)
+    html = page.read_text()
+    assert '<a href="../loc.html">locate report</a>' in html
+    for phase in ("prefill", "decode"):
+        assert f"{phase}: first site outside the floor: layer 2 gdn.state" in html, html
+    r = kc("test", g, cand, "--html", page, "--locate", tmp_path / "r.json", check=False)
+    assert r.returncode == 3 and str(tmp_path / "r.json") in r.stderr and "format" in r.stderr, r.stderr
+    r = kc("test", g, cand, "--locate", tmp_path / "loc.json", check=False)
+    assert r.returncode == 3 and "--locate: expected --html" in r.stderr, r.stderr
