@@ -3,8 +3,9 @@
 server (engine_replay.py) on 127.0.0.1, with and without injected faults.
 
 Checks: the prefill candidate is the file `kerncheck import vllm` makes from the same responses; decode
-positions hold the decode steps' values (read here from the JSON) and agree with prefill; golden mode's
-rows are the top-k of the engine's rows (numpy); HTTP 500, truncated JSON, a wrong token echo, a wrong
+positions hold the decode steps' values (read here from the JSON) and agree with prefill, with `--phase
+both` (the golden's decode positions) and `--phase decode` (every position, no prefill request); golden
+mode's rows are the top-k of the engine's rows (numpy) for each phase, decode rows from the decode steps; HTTP 500, truncated JSON, a wrong token echo, a wrong
 forced token and a hang each give exit 3, name the problem and write nothing; an interrupted run resumes
 without asking again for the finished segments and gives the same file; transient errors are retried;
 corpus prompts gives the corpus windows.
@@ -74,18 +75,29 @@ def test_prefill_candidate_is_the_imported_file(tmp_path):
     same_tensors(tmp_path / "c.st", tmp_path / "i.st")
 
 
-def test_decode_positions_hold_the_decode_steps(tmp_path):
+def decoded(phase, golden_phase):
+    """Whether a position is scored by a decode step under --phase (golden_phase: the golden's mark)."""
+    return phase == "decode" or (phase == "both" and golden_phase == 1)
+
+
+@pytest.mark.parametrize("phase,n_want", [("both", 16), ("decode", 96)])
+def test_decode_positions_hold_the_decode_steps(tmp_path, phase, n_want):
     with ReplayServer(EX) as srv:
         assert record(srv.url, tmp_path / "p.st", "--phase", "prefill").returncode == 0
-        r = record(srv.url, tmp_path / "b.st", "--phase", "both")
+        before = len(srv.keys)
+        r = record(srv.url, tmp_path / "b.st", "--phase", phase)
+        asked = srv.keys[before:]
     assert r.returncode == 0, r.stderr
-    assert "decode steps: 16 requests, cached prompt tokens" in r.stdout
+    assert f"decode steps: {n_want} requests, cached prompt tokens" in r.stdout
+    # --phase decode sends no prefill request at all.
+    assert sum(" prefill " in key for key in asked) == (4 if phase == "both" else 0)
+    assert sum(" decode " in key for key in asked) == n_want
     g, b, p = load_file(str(GOLDEN)), load_file(str(tmp_path / "b.st")), load_file(str(tmp_path / "p.st"))
     windows = prompts()
     k = g["top_ids"].shape[1]
     n_decode = 0
     for n in range(len(g["token"])):
-        if g["phase"][n] == 0:  # prefill positions: the prefill request's values
+        if not decoded(phase, g["phase"][n]):  # prefill positions: the prefill request's values
             np.testing.assert_array_equal(b["logprobs_at_ref"][n], p["logprobs_at_ref"][n])
             continue
         n_decode += 1
@@ -100,27 +112,36 @@ def test_decode_positions_hold_the_decode_steps(tmp_path):
                 assert b["logprobs_at_ref"][n, j] == np.float32(top[i])
         # The decode step on the cached prefix computes (nearly) what the prefill computed: f32 engine.
         assert abs(float(b["token_logprob"][n]) - float(p["token_logprob"][n])) < 1e-3
-    assert n_decode == 16
+    assert n_decode == n_want
 
 
-def test_golden_mode_rows_are_the_engines_top_k(tmp_path):
+@pytest.mark.parametrize("phase", ["prefill", "both", "decode"])
+def test_golden_mode_rows_are_the_engines_top_k(tmp_path, phase):
     with ReplayServer(EX) as srv:
         r = kc("record", "--server", srv.url, "--corpus", CORPUS, "--top-logprobs", "8", "-k", "8",
-               "--phase", "prefill", "-o", tmp_path / "g.st", check=False)
+               "--phase", phase, "-o", tmp_path / "g.st", check=False)
     assert r.returncode == 0, r.stderr
     g = load_file(str(tmp_path / "g.st"))
-    n = 0
+    marks = load_file(str(GOLDEN))["phase"]  # the corpus's decode positions (golden from the same corpus)
+    np.testing.assert_array_equal(g["phase"], marks)
+    n = n_decode = 0
     for w in prompts():
         plp = json.loads(EX[f"/v1/completions prefill {json.dumps(w)}"])["choices"][0]["prompt_logprobs"]
         for d in range(1, len(w)):
-            row = sorted(((v["logprob"], int(i)) for i, v in plp[d].items()), key=lambda t: (-t[0], t[1]))[:8]
+            if decoded(phase, marks[n]):  # the decode step's top-K' (and the forced token)
+                n_decode += 1
+                top = top_of(EX[f"/v1/completions decode {json.dumps(w[:d])}"])
+            else:
+                top = {int(i): v["logprob"] for i, v in plp[d].items()}
+            row = sorted(((v, i) for i, v in top.items()), key=lambda t: (-t[0], t[1]))[:8]
             assert g["top_ids"][n].tolist() == [i for _, i in row]
             np.testing.assert_array_equal(g["top_logprobs"][n], np.float32([v for v, _ in row]))
             mass = sum(math.exp(v) for v, _ in row)
             assert abs(float(g["other_logprob"][n]) - math.log(max(1 - mass, 1e-30))) < 1e-5
-            assert g["token"][n] == w[d] and g["token_logprob"][n] == np.float32(plp[d][str(w[d])]["logprob"])
+            assert g["token"][n] == w[d] and g["token_logprob"][n] == np.float32(top[w[d]])
             n += 1
     assert n == len(g["token"])
+    assert n_decode == {"prefill": 0, "both": 16, "decode": 96}[phase]
 
 
 def cut(text):

@@ -22,6 +22,9 @@ sleep 1
 tmp="$(mktemp -d)"
 "$kc" record --server "http://127.0.0.1:$port" --golden "$out/golden.safetensors" --top-logprobs 8 \
   --phase both --concurrency 1 -o "$tmp/c.safetensors"
+# Every depth as a decode step (--phase decode; the last 4 per segment are already recorded above).
+"$kc" record --server "http://127.0.0.1:$port" --golden "$out/golden.safetensors" --top-logprobs 8 \
+  --phase decode --concurrency 1 -o "$tmp/d.safetensors"
 # Deduplicate (a key recorded twice keeps its first response).
 python3 - "$out/vllm_f32.jsonl" <<'PY'
 import json, sys
