@@ -323,6 +323,9 @@ def main():
                    "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
                    "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
                    "heldout": ev, "loss_every_10_steps": losses[::10], "last_loss": losses[-1]}, fh, indent=1)
+    os.chmod(tmp, 0o755)  # mkdtemp and the safetensors writer make owner-only files; these go into git
+    for f in os.listdir(tmp):
+        os.chmod(os.path.join(tmp, f), 0o644)
     if os.path.exists(a.out):
         shutil.rmtree(a.out)
     os.rename(tmp, a.out)
