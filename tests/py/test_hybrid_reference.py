@@ -9,7 +9,8 @@ after a prefill of P = decode_start+1 tokens).
   export with fused experts.
 - Prefill in blocks of 16 (state stored between prefill calls) agrees with one piece to f32 rounding.
 - FLA-style bf16 casts move the logits by about bf16 precision, not more, not zero.
-- The trained hybrid (tests/data/models/hybrid-tiny, when present): its reference prose/code logits.
+- The trained hybrids (tests/data/models/hybrid-tiny and hybrid-mem, when present): their reference
+  prose/code logits.
 - Bitwise identical for KC_THREADS=1, 2, 3; broken checkpoints exit 3 naming the tensor or field (and for
   Qwen3.5-MoE the expected fused expert shape).
 """
@@ -28,6 +29,9 @@ FIX = os.path.join(DATA, "fixtures")
 TOOL = os.path.join(os.environ.get("KC_BUILD_DIR", os.path.join(ROOT, "build")), "tests", "kc_causal_logits")
 HYBRIDS = ["qwen3_5-tiny", "qwen3_5_moe-tiny", "qwen3_next-tiny-dense", "qwen3_next-tiny-moe"]
 TRAINED = os.path.join(DATA, "models", "hybrid-tiny")
+# hybrid-mem: hybrid-tiny's architecture with slow-decay GDN heads (scripts/train_hybrid.py); a state that
+# remembers, so the long-half-life path of the chunked GDN prefill and decode is checked on trained weights
+TRAINED_MEM = os.path.join(DATA, "models", "hybrid-mem")
 
 
 def run(model, ids, tmp_path, *flags, threads=None, name="out.npy", check=True):
@@ -237,17 +241,19 @@ def test_qwen3_5_moe_ignores_qwen3_next_routing_keys(tmp_path):
     assert np.array_equal(run(d, ids, tmp_path, name="keys.npy"), base)
 
 
-@pytest.mark.skipif(not os.path.isdir(TRAINED), reason="trained hybrid not committed yet")
+@pytest.mark.parametrize("model", [TRAINED, TRAINED_MEM], ids=["hybrid-tiny", "hybrid-mem"])
 @pytest.mark.parametrize("seg", ["prose", "code"])
-def test_trained_hybrid_matches_transformers(seg, tmp_path):
-    ref = load_file(os.path.join(TRAINED, "reference.safetensors"))
+def test_trained_hybrid_matches_transformers(model, seg, tmp_path):
+    if not os.path.isdir(model):
+        pytest.skip(f"{model} not committed")
+    ref = load_file(os.path.join(model, "reference.safetensors"))
     ids_key = next(k for k in ref if k.startswith(seg) and "ids" in k)
     logit_key = next(k for k in ref if k.startswith(seg) and k.endswith("logits") and "decode" not in k)
     ids = ref[ids_key].reshape(-1).tolist()
-    assert_close(run(TRAINED, ids, tmp_path), ref[logit_key].reshape(len(ids), -1), f"trained {seg}")
+    assert_close(run(model, ids, tmp_path), ref[logit_key].reshape(len(ids), -1), f"trained {seg}")
     P = int(ref[f"{seg}.decode_start"][0]) + 1
     dec = ref[f"{seg}.decode_logits"]
-    ours = run(TRAINED, ids[:P + len(dec) - 1], tmp_path, "--decode-from", str(P), name="dec.npy")
+    ours = run(model, ids[:P + len(dec) - 1], tmp_path, "--decode-from", str(P), name="dec.npy")
     assert_close(ours[P - 1:P - 1 + len(dec)], dec, f"trained {seg} cached decode")
 
 
