@@ -14,7 +14,14 @@ per case: case, kind, true KL-mean ratio, top-k KL-mean ratio (the judge's kl_me
 expected; then a summary: misses among regressions with true ratio >= 1.25, false alarms among benign.
 
   .venv/bin/python bench/zoo.py [--kerncheck build/src/kerncheck] [--judge BIN] [--work DIR]
-      [--model GGUF] [--floor-seeds 1,2,3,4] [--only SUBSTR] [--skip-judge | --no-record] [--json OUT]
+      [--model GGUF] [--corpus-args "--decode-last 128"] [--floor-seeds 1,2,3,4] [--floor-study 4,6,8]
+      [--only SUBSTR] [--skip-judge | --no-record] [--json OUT]
+
+--corpus-args="…" (with "=": its value starts with --): extra arguments for `corpus build --preset quick` (e.g. "--decode-last 128": a decode-rich
+corpus); each setting gets its own work dir under --work (corpus-quick, corpus-quick_--decode-last_128, …).
+--floor-study M,…: after the zoo, leave-m-out judgments of the benign runs (floor runs and benign cases,
+pooled): each benign run judged against m others of the pool (the next m after it, cyclically); per m,
+how many PASS / INCONCLUSIVE / FAIL and the decode split's MDE × (median, min…max).
 
 --kerncheck records (it must know order=, bug: and --logits-out); --judge judges (default: the same binary;
 e.g. the new rule's /work/wt19j/build/src/kerncheck). Records take ~25-40 s each on a 2-core machine and run
@@ -46,6 +53,10 @@ BENIGN = [
     ("flash+order=10", "benign", "bf16+attn=flash+order=10"),
     ("flash+order=11", "benign", "bf16+attn=flash+order=11"),
     ("default", "benign", "bf16"),
+    # beyond order=1..8: benign cases left outside an 8-run floor (issue: >= 8 not in the floor)
+    ("order=12", "benign", "bf16+order=12"),
+    ("order=13", "benign", "bf16+order=13"),
+    ("flash+order=14", "benign", "bf16+attn=flash+order=14"),
 ]
 BUGS = [
     ("attn_scale", "attention", "bf16+bug:attn_scale=0.01"),
@@ -101,7 +112,9 @@ def main() -> int:
     ap.add_argument("--judge", default=None, help="binary for `test` (default: --kerncheck)")
     ap.add_argument("--work", default="/tmp/kc-zoo", help="where records live (reused)")
     ap.add_argument("--model", default=None, help="SmolLM2 GGUF (default: scripts/fetch_smollm2.sh)")
+    ap.add_argument("--corpus-args", default="", help="extra arguments for `corpus build` (space-separated)")
     ap.add_argument("--floor-seeds", default="1,2,3,4")
+    ap.add_argument("--floor-study", default=None, help="floor sizes m for leave-m-out judgments, e.g. 4,6,8")
     ap.add_argument("--only", default=None, help="only cases whose name contains this")
     ap.add_argument("--skip-judge", action="store_true", help="record and compute true KL only")
     ap.add_argument("--no-record", action="store_true",
@@ -111,7 +124,9 @@ def main() -> int:
     a = ap.parse_args()
     kc = a.kerncheck
     judge = a.judge or kc
-    work = Path(a.work)
+    # One work dir per corpus setting: goldens and records of different corpora must never mix.
+    corpus_args = a.corpus_args.split()
+    work = Path(a.work) / ("corpus-quick" + "".join("_" + safe(x) for x in corpus_args))
     work.mkdir(parents=True, exist_ok=True)
     model = a.model
     if model is None:
@@ -131,7 +146,8 @@ def main() -> int:
         print(f"  {what}: {time.time() - t:.0f} s", file=sys.stderr, flush=True)
 
     if not corpus.exists():
-        run([kc, "corpus", "build", "--tokenizer", model, "--preset", "quick", "-o", str(corpus)], "corpus")
+        run([kc, "corpus", "build", "--tokenizer", model, "--preset", "quick", *corpus_args, "-o", str(corpus)],
+            "corpus " + " ".join(corpus_args))
     if not golden.exists():
         run([kc, "record", "--model", model, "--corpus", str(corpus), "-o", str(golden)], "golden f32")
     if not ref_npy.exists():
@@ -150,6 +166,15 @@ def main() -> int:
             tmp.unlink()
         return cand, float(np.load(klf).mean())
 
+    def judge_case(cand: Path, noise: list[Path], out: Path) -> tuple[str, dict]:
+        cmd = [judge, "test", str(golden), str(cand), *sum((["--noise", str(f)] for f in noise), []),
+               "--json", str(out), *a.judge_args.split()]
+        r = sh(cmd)
+        if r.returncode == 3 or not out.exists():
+            sys.exit(f"zoo: judge failed on {cand.name}: {r.stderr.strip()[-2000:]}")
+        verdict = {0: "PASS", 1: "FAIL", 2: "INCONCLUSIVE"}.get(r.returncode, f"exit{r.returncode}")
+        return verdict, json.loads(out.read_text())
+
     floor = [record(f"bf16+order={s}") for s in a.floor_seeds.split(",")]
     floor_true = float(np.mean([m for _, m in floor]))
     print(f"floor: {len(floor)} runs bf16+order={a.floor_seeds}: true KL mean {floor_true:.4e} "
@@ -159,7 +184,9 @@ def main() -> int:
     first = [c for c in BUGS if not c[0].endswith("+")]
     order = [c for pair in zip(first, BENIGN) for c in pair]
     order += first[len(BENIGN):] + BENIGN[len(first):] + [c for c in BUGS if c[0].endswith("+")]
-    cases = [c for c in order if a.only is None or a.only in c[0]]
+    in_floor = {f"bf16+order={s}" for s in a.floor_seeds.split(",")}
+    # A benign case must not be one of the floor's runs (it would be judged against itself).
+    cases = [c for c in order if (a.only is None or a.only in c[0]) and c[2] not in in_floor]
     rows = []
     print(f"{'case':<16} {'kind':<12} {'true×':>7} {'top-k×':>7} {'verdict':<13} {'expected':<8} variant")
     skipped = []
@@ -172,14 +199,7 @@ def main() -> int:
         expected = "PASS" if kind == "benign" else ("FAIL" if ratio >= 1.25 else "(weak)")
         verdict, topk = "-", float("nan")
         if not a.skip_judge:
-            out = work / f"{safe(variant)}.judge.json"
-            cmd = [judge, "test", str(golden), str(cand), *sum((["--noise", str(f)] for f, _ in floor), []),
-                   "--json", str(out), *a.judge_args.split()]
-            r = sh(cmd)
-            if r.returncode == 3 or not out.exists():
-                sys.exit(f"zoo: judge failed on {variant}: {r.stderr.strip()[-2000:]}")
-            rep = json.loads(out.read_text())
-            verdict = {0: "PASS", 1: "FAIL", 2: "INCONCLUSIVE"}.get(r.returncode, f"exit{r.returncode}")
+            verdict, rep = judge_case(cand, [f for f, _ in floor], work / f"{safe(variant)}.judge.json")
             try:
                 topk = rep["stats"]["kl_mean"] / rep["floor_stats"]["kl_mean"]
             except (KeyError, TypeError, ZeroDivisionError):
@@ -200,11 +220,34 @@ def main() -> int:
               f"{len(missed)} {missed}; benign: {len(benign)}, false alarms (FAIL) {len(alarms)} {alarms}; "
               f"weak regressions (< 1.25): {len(weak)}, failed {sum(r['verdict'] == 'FAIL' for r in weak)}; "
               f"INCONCLUSIVE: {unsure}")
+    study = []
+    if a.floor_study and not a.skip_judge:
+        # Leave-m-out: every benign run (floor runs and benign cases) judged against m other benign runs.
+        pool = [(f"bf16+order={s}", f) for s, (f, _) in zip(a.floor_seeds.split(","), floor)]
+        pool += [(r["variant"], work / f"{safe(r['variant'])}.safetensors") for r in rows if r["kind"] == "benign"]
+        print(f"floor study: {len(pool)} benign runs pooled")
+        for m in [int(x) for x in a.floor_study.split(",")]:
+            if m >= len(pool):
+                print(f"  m = {m}: skipped (needs > {m} benign runs, have {len(pool)})")
+                continue
+            counts, mdes = {"PASS": 0, "INCONCLUSIVE": 0, "FAIL": 0}, []
+            for i, (variant, cand) in enumerate(pool):
+                noise = [pool[(i + 1 + j) % len(pool)][1] for j in range(m)]
+                verdict, rep = judge_case(cand, noise, work / f"study_m{m}_{safe(variant)}.judge.json")
+                counts[verdict] = counts.get(verdict, 0) + 1
+                mde = [t["mde_ratio"] for t in rep["floor_test"]["tests"] if t["split"] == "phase decode"]
+                if mde and mde[0] is not None:
+                    mdes.append(mde[0])
+                study.append(dict(m=m, variant=variant, verdict=verdict, decode_mde_ratio=mde[0] if mde else None))
+            md = (f"median {np.median(mdes):.3f}, {min(mdes):.3f}…{max(mdes):.3f}" if mdes else "-")
+            print(f"  m = {m}: {len(pool)} judgments: PASS {counts['PASS']}, INCONCLUSIVE {counts['INCONCLUSIVE']}, "
+                  f"FAIL {counts['FAIL']}; decode MDE × {md}", flush=True)
     if skipped:
         print(f"not recorded (skipped): {', '.join(skipped)}")
     print(f"total {time.time() - t_start:.0f} s", file=sys.stderr)
     if a.json:
-        Path(a.json).write_text(json.dumps(dict(floor_true_kl_mean=floor_true, cases=rows), indent=1))
+        Path(a.json).write_text(json.dumps(dict(floor_true_kl_mean=floor_true, corpus_args=a.corpus_args, cases=rows,
+                                                 floor_study=study), indent=1))
     return 0
 
 

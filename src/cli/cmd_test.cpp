@@ -85,23 +85,17 @@ int run(int argc, char** argv) {
   for (auto& p : noise_paths) {
     kc::CandidateInput ni = kc::open_candidate_input(p, golden, range, true);
     noise_made_by.push_back(ni.in_memory ? kc::Provenance{} : ni.cand.meta.made_by);
-    if (std::string m = kc::floor_provenance_mismatch(cand_made_by, noise_made_by.back()); !m.empty()) {
-      if (!allow_mismatch)
-        kc::throw_input_error(
-            p, "variant",
-            fmt::format("a noise run of the candidate's engine and precision ({}: variant \"{}\"; record the floor "
-                        "with them, or pass --allow-floor-mismatch)",
-                        cand_path, cand_made_by.variant),
-            fmt::format("{} (variant \"{}\")", m, noise_made_by.back().variant));
-      mismatches.push_back(fmt::format("{}: {}", p, m));
-    }
+    if (std::string m = kc::check_floor_provenance(p, cand_path, cand_made_by, p, noise_made_by.back(), allow_mismatch);
+        !m.empty())
+      mismatches.push_back(m);
     if (ni.begin != cand.ranges.front().first || ni.n != cand.positions_judged())
       kc::throw_input_error(p, "positions", "the candidate's positions",
                             fmt::format("[{}, {})", ni.begin, ni.begin + ni.n));
     noise.push_back(kc::accumulate(golden, ni, ref ? &*ref : nullptr));
   }
   if (!partial_path.empty()) {
-    kc::Partial part{golden.meta, golden_path, cand_path, noise_paths, std::move(cand), std::move(noise)};
+    kc::Partial part{golden.meta,  golden_path,    cand_path,      noise_paths,
+                     cand_made_by, noise_made_by, std::move(cand), std::move(noise)};
     kc::write_partial(partial_path, part);
     std::printf("wrote shard %s: positions [%lld, %lld)\n", partial_path.c_str(),
                 static_cast<long long>(part.cand.ranges.front().first),
@@ -112,11 +106,7 @@ int run(int argc, char** argv) {
   if (!thresholds_path.empty()) th = kc::read_thresholds(thresholds_path);
   kc::JudgeReport report =
       kc::judge(golden.meta, golden_path, cand, cand_path, noise, noise_paths, th ? &*th : nullptr, opt);
-  report.candidate_made_by = cand_made_by;
-  report.noise_made_by = noise_made_by;
-  report.floor_mismatches = mismatches;
-  for (auto& m : mismatches)
-    report.notes.insert(report.notes.begin(), "FLOOR MISMATCH (accepted by --allow-floor-mismatch): " + m);
+  kc::set_floor_provenance(report, cand_made_by, noise_made_by, mismatches);
   if (!json_path.empty()) kc::write_file_atomic(json_path, kc::report_json(report).dump(2) + "\n");
   if (!junit_path.empty()) kc::write_file_atomic(junit_path, kc::render_junit(report));
   if (!html_path.empty()) kc::write_file_atomic(html_path, kc::render_judge_html(report, locate ? &*locate : nullptr));

@@ -685,6 +685,28 @@ std::string floor_provenance_mismatch(const Provenance& cand, const Provenance& 
   return "";
 }
 
+std::string check_floor_provenance(const std::string& file, const std::string& cand_path, const Provenance& cand,
+                                   const std::string& noise_path, const Provenance& noise, bool allow) {
+  std::string m = floor_provenance_mismatch(cand, noise);
+  if (m.empty()) return "";
+  if (!allow)
+    throw_input_error(file, "variant",
+                      fmt::format("a noise run of the candidate's engine and precision ({}: variant \"{}\"; record "
+                                  "the floor with them, or pass --allow-floor-mismatch)",
+                                  cand_path, cand.variant),
+                      fmt::format("{} (variant \"{}\")", m, noise.variant));
+  return fmt::format("{}: {}", noise_path, m);
+}
+
+void set_floor_provenance(JudgeReport& r, const Provenance& cand, std::vector<Provenance> noise,
+                          std::vector<std::string> mismatches) {
+  r.candidate_made_by = cand;
+  r.noise_made_by = std::move(noise);
+  r.floor_mismatches = std::move(mismatches);
+  for (auto it = r.floor_mismatches.rbegin(); it != r.floor_mismatches.rend(); ++it)
+    r.notes.insert(r.notes.begin(), "FLOOR MISMATCH (accepted by --allow-floor-mismatch): " + *it);
+}
+
 JudgeReport judge(const GoldenMeta& golden, const std::string& golden_path, const JudgeAccumulator& cand,
                   const std::string& cand_path, const std::vector<JudgeAccumulator>& noise,
                   const std::vector<std::string>& noise_paths, const Thresholds* th,

@@ -161,11 +161,32 @@ struct JudgeReport {
 // by its kv= / logits= / bf16 terms as written.
 std::string floor_provenance_mismatch(const Provenance& cand, const Provenance& floor);
 
+// The one floor check of `kerncheck test` and `kerncheck merge`: noise run `noise_path` against the
+// candidate. On a mismatch, refuses (exit 3; `file` names where the noise run was given: its path, or a
+// shard) naming the candidate and both variants, unless `allow`; then returns "NOISE_PATH: sentence" for
+// the report. Returns "" when they match.
+std::string check_floor_provenance(const std::string& file, const std::string& cand_path, const Provenance& cand,
+                                   const std::string& noise_path, const Provenance& noise, bool allow);
+
 // golden: the golden's metadata (segments for quoting). noise: accumulators of the noise runs.
 JudgeReport judge(const GoldenMeta& golden, const std::string& golden_path, const JudgeAccumulator& cand,
                   const std::string& cand_path, const std::vector<JudgeAccumulator>& noise,
                   const std::vector<std::string>& noise_paths, const Thresholds* thresholds,
                   const JudgeOptions& opt);
+
+// Sets the report's provenance fields and puts a FLOOR MISMATCH note first for each accepted mismatch
+// (check_floor_provenance's return values).
+void set_floor_provenance(JudgeReport& r, const Provenance& cand, std::vector<Provenance> noise,
+                          std::vector<std::string> mismatches);
+
+// The floor-test table, one source of the rows for the text and the HTML report: per split the cells
+// split, KL mean, floor mean, floor runs' min…max, t, p, MDE ×, significant ("yes"/"no").
+struct FloorTestRow {
+  std::vector<std::string> cells;
+  bool significant = false, matters = false;  // rejected after Holm; a split that must detect mde_target
+};
+std::vector<std::string> floor_test_header();
+std::vector<FloorTestRow> floor_test_rows(const JudgeReport& r);
 
 std::string render_text(const JudgeReport& r);
 nlohmann::json report_json(const JudgeReport& r);
@@ -178,6 +199,10 @@ struct Partial {
   GoldenMeta golden;
   std::string golden_path, candidate_path;
   std::vector<std::string> noise_paths;
+  // Who made the candidate and each noise run (merge repeats test's floor check; empty for logits files
+  // and for shards written before these were kept).
+  Provenance candidate_made_by;
+  std::vector<Provenance> noise_made_by;
   JudgeAccumulator cand;
   std::vector<JudgeAccumulator> noise;
 };

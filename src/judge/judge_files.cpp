@@ -131,6 +131,14 @@ GoldenMeta golden_meta_from(const json& j, const std::string& file) {
   return m;
 }
 
+json provenance_json(const Provenance& p) {
+  return {{"engine", p.engine}, {"variant", p.variant}, {"command_line", p.command_line}};
+}
+
+Provenance provenance_from(const json& j) {
+  return {j.at("engine"), j.at("variant"), j.at("command_line")};
+}
+
 Tensor f32_tensor(const std::vector<float>& v, const char* name) {
   Tensor t;
   t.dtype = DType::float32;
@@ -159,6 +167,10 @@ void write_partial(const std::string& path, const Partial& p) {
   md["golden_path"] = p.golden_path;
   md["candidate_path"] = p.candidate_path;
   md["noise_paths"] = json(p.noise_paths).dump();
+  md["candidate_made_by"] = provenance_json(p.candidate_made_by).dump();
+  json nm = json::array();
+  for (auto& n : p.noise_made_by) nm.push_back(provenance_json(n));
+  md["noise_made_by"] = nm.dump();
   std::vector<std::vector<float>> store;
   std::vector<const JudgeAccumulator*> runs{&p.cand};
   for (auto& n : p.noise) runs.push_back(&n);
@@ -206,10 +218,19 @@ Partial parse_partial(std::span<const std::uint8_t> bytes, const std::string& pa
     p.golden_path = get("golden_path");
     p.candidate_path = get("candidate_path");
     p.noise_paths = json::parse(get("noise_paths")).get<std::vector<std::string>>();
+    // Absent in shards written before merge checked the floor (then nothing to compare, as for logits).
+    if (md.count("candidate_made_by")) p.candidate_made_by = provenance_from(json::parse(get("candidate_made_by")));
+    if (md.count("noise_made_by"))
+      for (auto& n : json::parse(get("noise_made_by"))) p.noise_made_by.push_back(provenance_from(n));
   } catch (const json::exception& e) {
-    throw_input_error(path, "metadata", "a shard's golden, golden_path, candidate_path and noise_paths (JSON)",
+    throw_input_error(path, "metadata",
+                      "a shard's golden, golden_path, candidate_path, noise_paths, candidate_made_by and "
+                      "noise_made_by (JSON)",
                       e.what());
   }
+  if (!p.noise_made_by.empty() && p.noise_made_by.size() != p.noise_paths.size())
+    throw_input_error(path, "metadata noise_made_by", fmt::format("{} entries (one per noise run)", p.noise_paths.size()),
+                      fmt::format("{}", p.noise_made_by.size()));
   for (std::size_t r = 0; r <= p.noise_paths.size(); ++r) {
     json j;
     try {

@@ -329,6 +329,25 @@ std::string bins_table(const JudgeReport& r) {
   return s + "</table>\n";
 }
 
+// The floor test per split: the text report's rows (floor_test_rows), one source for both.
+std::string floor_test_table(const JudgeReport& r) {
+  if (r.floor_tests.empty()) return "";
+  std::string s = fmt::format(
+      "<h2>Floor test</h2>\n<p class=\"floor-test-note\">KL mean paired over segments against the {} noise "
+      "runs (Holm, family of {} at α = {}; MDE ×: the increase found with {:.0f} % power; * a split that must "
+      "detect {}×).</p>\n<table class=\"floor-test\">\n<tr>",
+      r.noise.size(), r.family_size, r.options.alpha, 100 * r.options.power, r.options.mde_target);
+  for (const std::string& c : floor_test_header()) s += "<th>" + escape(c) + "</th>";
+  s += "</tr>\n";
+  for (const FloorTestRow& t : floor_test_rows(r)) {
+    s += fmt::format("<tr class=\"{}\">", t.significant ? "failed" : "ok");
+    for (std::size_t i = 0; i < t.cells.size(); ++i)
+      s += "<td>" + escape(t.cells[i]) + (i == 0 && t.matters ? " *" : "") + "</td>";
+    s += "</tr>\n";
+  }
+  return s + "</table>\n";
+}
+
 std::string splits_table(const JudgeReport& r) {
   std::string s = "<table class=\"splits\">\n";
   s += row({"split", "positions", "KL mean", "median", "p99", "max", "flips", "flip rate (0,1]"}, true);
@@ -505,6 +524,7 @@ std::string render_judge_html(const JudgeReport& r, const LocateLink* locate) {
   if (locate) h += locate_section(r, *locate);
   h += "<h2>Failing checks</h2>\n" + failing_summary(r);
   h += "<h2>Summary</h2>\n" + summary_table(r);
+  h += floor_test_table(r);
   std::size_t n_flips = 0, n_plain = 0;
   std::string scatter = plot_kl_margin(r, n_flips, n_plain);
   h += "<h2>Plots</h2>\n<div class=\"plots\">\n";

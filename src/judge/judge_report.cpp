@@ -216,6 +216,23 @@ json report_json(const JudgeReport& r) {
   return json::parse(j.dump(-1, ' ', false, json::error_handler_t::replace));  // valid UTF-8 out
 }
 
+std::vector<std::string> floor_test_header() {
+  return {"split", "KL mean", "floor", "floor runs min…max", "t", "p", "MDE ×", "significant"};
+}
+
+std::vector<FloorTestRow> floor_test_rows(const JudgeReport& r) {
+  std::vector<FloorTestRow> rows;
+  for (const FloorTest& t : r.floor_tests) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (double v : t.floor_runs) lo = std::min(lo, v), hi = std::max(hi, v);
+    rows.push_back({{t.split, g3(t.cand), g3(t.floor_mean), g3(lo) + "…" + g3(hi), fmt::format("{:.2f}", t.t),
+                     g3(t.p_value), fmt::format("{:.3g}", t.mde_ratio), t.rejected ? "yes" : "no"},
+                    t.rejected,
+                    t.matters});
+  }
+  return rows;
+}
+
 std::string render_text(const JudgeReport& r) {
   std::ostringstream o;
   const SplitSummary& ov = r.cand.overall;
@@ -290,14 +307,13 @@ std::string render_text(const JudgeReport& r) {
     o << fmt::format("\n  floor test, KL mean paired over segments (Holm, family of {} at α = {}; MDE: the "
                      "increase found with {:.0f} % power)\n",
                      r.family_size, r.options.alpha, 100 * r.options.power);
-    o << fmt::format("  {:<18} {:>10} {:>10} {:>21} {:>7} {:>9} {:>7}\n", "split", "KL mean", "floor",
-                     "floor runs min…max", "t", "p", "MDE ×");
-    for (auto& t : r.floor_tests) {
-      double lo = INFINITY, hi = -INFINITY;
-      for (double v : t.floor_runs) lo = std::min(lo, v), hi = std::max(hi, v);
-      o << fmt::format("  {:<18} {:>10} {:>10} {:>21} {:>7.2f} {:>9} {:>7.3g}{}{}\n", t.split, g3(t.cand),
-                       g3(t.floor_mean), g3(lo) + "…" + g3(hi), t.t, g3(t.p_value), t.mde_ratio,
-                       t.rejected ? " *" : "", t.matters ? " (must detect)" : "");
+    const std::vector<std::string> h = floor_test_header();
+    o << fmt::format("  {:<18} {:>10} {:>10} {:>21} {:>7} {:>9} {:>7}\n", h[0], h[1], h[2], h[3], h[4], h[5],
+                     h[6]);
+    for (const FloorTestRow& t : floor_test_rows(r)) {
+      const auto& c = t.cells;
+      o << fmt::format("  {:<18} {:>10} {:>10} {:>21} {:>7} {:>9} {:>7}{}{}\n", c[0], c[1], c[2], c[3], c[4], c[5],
+                       c[6], t.significant ? " *" : "", t.matters ? " (must detect)" : "");
     }
   }
   o << fmt::format("\n  KL mean {} ± {}, p90 {}, p99.9 {}", g3(ov.kl.mean), g3(ov.kl.stderr_), g3(ov.kl.p90),

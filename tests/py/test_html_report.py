@@ -9,6 +9,7 @@ mark, non-overlapping log-axis ticks, decoded tokens in the worst positions, and
 """
 import html as htmllib
 import json
+import math
 import os
 import re
 import shutil
@@ -270,3 +271,36 @@ def test_layout_holds_at_900px(report):
         assert t["overflow"] == "auto", t  # its own scroll box, should a row be wider than the page
     for plot_id, s in r["svgs"].items():
         assert s["right"] <= r["clientWidth"] + 0.5, (plot_id, s["right"])
+
+
+def test_floor_test_table_matches_the_json_and_the_text_report(report):
+    """The page's floor-test table (per split: KL mean, floor mean, floor runs' min…max, t, p, MDE ×,
+    significant) says what the JSON report's floor tests say, row for row, and the text report prints the
+    same cells (one source of the rows)."""
+    rep = json.loads((report / "report.json").read_text())
+    tests = rep["floor_test"]["tests"]
+    assert len(tests) >= 3
+    html = (report / "report.html").read_text()
+    table = re.search(r'<table class="floor-test">(.*?)</table>', html, re.S).group(1)
+    head = [htmllib.unescape(c) for c in re.findall(r"<th>(.*?)</th>", table)]
+    assert head == ["split", "KL mean", "floor", "floor runs min…max", "t", "p", "MDE ×", "significant"]
+    rows = re.findall(r'<tr class="(failed|ok)">(.*?)</tr>', table, re.S)
+    assert len(rows) == len(tests)
+
+    def near(cell, v):  # three significant digits
+        return math.isclose(float(cell), v, rel_tol=6e-3)
+
+    text = run("test", report / "golden.safetensors", report / "cand.safetensors", "--noise",
+               report / "noise.safetensors", report / "noise2.safetensors", ok=(0, 1, 2)).stdout
+    for (cls, tr), t in zip(rows, tests):
+        cells = [htmllib.unescape(c) for c in re.findall(r"<td>(.*?)</td>", tr, re.S)]
+        split = cells[0].removesuffix(" *")
+        assert split == t["split"] and cells[0].endswith(" *") == t["matters"]
+        assert near(cells[1], t["value"]) and near(cells[2], t["floor_mean"])
+        lo, hi = cells[3].split("…")
+        assert near(lo, min(t["floor_runs"])) and near(hi, max(t["floor_runs"]))
+        assert math.isclose(float(cells[4]), t["t"], abs_tol=0.006)
+        assert near(cells[5], t["p_value"]) and near(cells[6], t["mde_ratio"])
+        assert cells[7] == ("yes" if t["significant"] else "no") and (cls == "failed") == t["significant"]
+        line = next(ln for ln in text.splitlines() if ln.strip().startswith(split + " ") and "…" in ln)
+        assert all(c in line for c in cells[1:7]), (line, cells)

@@ -218,3 +218,43 @@ def test_mismatched_floor_is_refused_or_said_loudly(data):
         assert rep["notes"][0].startswith("FLOOR MISMATCH")
         assert [m["variant"] for m in rep["noise_made_by"]] == ["bf16+order=1", {"f_logits": "bf16+logits=bf16",
                                                                                  "f_kv": "bf16+kv=fp8", "f_f32": "f32"}[f]]
+
+
+def test_merge_checks_the_shards_floor_like_test(data):
+    """`kerncheck merge` repeats test's floor check on what the shards recorded: shards written with
+    --allow-floor-mismatch are refused at merge (exit 3, naming the noise run and both variants) unless merge
+    too is given --allow-floor-mismatch, whose report then says FLOOR MISMATCH; matching shards merge."""
+    d = data
+    for name, variant in [("mc_bf16", "bf16+p=fp8"), ("mf_bf16", "bf16+order=1"), ("mf_kv", "bf16+kv=fp8")]:
+        run("record", "--from-logits", d / "ok.npy", "--golden", d / "g.safetensors", "--engine", "kerncheck",
+            "--variant", variant, "-o", d / f"{name}.safetensors", rc=0)
+    half = N // 2
+
+    def shards(floor, tag, *extra):
+        out = []
+        for i, rng_ in enumerate([f"0:{half}", f"{half}:{N}"]):
+            s = d / f"{tag}{i}.part"
+            run("test", d / "g.safetensors", d / "mc_bf16.safetensors", "--noise", d / "mf_bf16.safetensors",
+                "--noise", d / f"{floor}.safetensors", "--positions", rng_, "--partial", s, *extra, rc=0)
+            out.append(s)
+        return out
+
+    good = shards("mf_bf16", "ok")
+    p = run("merge", *good)
+    assert p.returncode in (0, 1, 2) and "FLOOR MISMATCH" not in p.stdout
+    bad = shards("mf_kv", "mm", "--allow-floor-mismatch")
+    p = run("merge", *bad, rc=3)
+    assert "mf_kv.safetensors" in p.stderr and "KV cache" in p.stderr and "--allow-floor-mismatch" in p.stderr
+    assert '"bf16+p=fp8"' in p.stderr and '"bf16+kv=fp8"' in p.stderr  # both variants
+    # One shard from the matching floor, one from the mismatched: refused too (each shard's noise runs
+    # against every shard's candidate).
+    p = run("merge", good[0], bad[1], rc=3)
+    assert "mf_kv.safetensors" in p.stderr
+    out = d / "merged_mm.json"
+    p = run("merge", *bad, "--allow-floor-mismatch", "--json", out)
+    assert p.returncode in (0, 1, 2) and "FLOOR MISMATCH" in p.stdout
+    rep = json.loads(out.read_text())
+    assert len(rep["floor_mismatches"]) == 1 and "KV cache" in rep["floor_mismatches"][0]
+    assert rep["notes"][0].startswith("FLOOR MISMATCH")
+    assert rep["candidate_made_by"]["variant"] == "bf16+p=fp8"
+    assert [m["variant"] for m in rep["noise_made_by"]] == ["bf16+order=1", "bf16+kv=fp8"]
