@@ -192,24 +192,11 @@ def heldout_loss(model, held, tok, eos, gen_seed=5):
 
 
 def reference_logits(model, ids, n_decode):
-    """make_models.py's reference_logits(): f32 prefill logits and cached-decode logits of the last steps."""
-    import torch
-    res = {"input_ids": ids.clone().contiguous()}
-    with torch.no_grad():
-        res["logits"] = model(ids).logits[0].float().contiguous()
-        P = ids.shape[1] - n_decode
-        out = model(ids[:, :P], use_cache=True)
-        pkv = out.past_key_values
-        steps = [out.logits[0, -1].float()]
-        for t in range(P, ids.shape[1] - 1):
-            out = model(ids[:, t:t + 1], past_key_values=pkv, use_cache=True)
-            pkv = out.past_key_values
-            steps.append(out.logits[0, -1].float())
-        res["decode_logits"] = torch.stack(steps).contiguous()
-        res["decode_start"] = torch.tensor([P - 1], dtype=torch.int64)
-        log("   cached decode vs prefill max|diff|",
-            (res["decode_logits"] - res["logits"][P - 1:-1]).abs().max().item())
-    return res
+    """The fixtures' one definition (scripts/make_qwen2_fixture.py, as make_models.py): f32 prefill logits and
+    cached-decode logits of the last n_decode steps."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from make_qwen2_fixture import reference_logits as ref
+    return ref(model, ids, n_decode)
 
 
 def main():

@@ -29,26 +29,9 @@ V, T, N_DECODE, SEED = 512, 48, 8, 0
 torch.backends.cuda.matmul.allow_tf32 = False
 
 
-def reference_logits(model, ids, n_decode):
-    """f32 logits for ids [1,T]: full prefill, and the last n_decode positions via cached decode."""
-    model = model.float().eval()
-    res = {"input_ids": ids.clone().contiguous()}
-    with torch.no_grad():
-        res["logits"] = model(ids).logits[0].float().contiguous()
-        P = ids.shape[1] - n_decode
-        out = model(ids[:, :P], use_cache=True)
-        pkv = out.past_key_values
-        steps = [out.logits[0, -1].float()]
-        for t in range(P, ids.shape[1] - 1):
-            out = model(ids[:, t:t + 1], past_key_values=pkv, use_cache=True)
-            pkv = out.past_key_values
-            steps.append(out.logits[0, -1].float())
-        # decode_logits[j] predicts token P+j, i.e. equals logits[P-1+j] in exact arithmetic
-        res["decode_logits"] = torch.stack(steps).contiguous()
-        res["decode_start"] = torch.tensor([P - 1], dtype=torch.int64)
-        d = (res["decode_logits"] - res["logits"][P - 1:-1]).abs().max().item()
-        print("cached decode vs prefill max|diff|", d)
-    return res
+# The fixtures' one definition of the reference logits (scripts/make_qwen2_fixture.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from make_qwen2_fixture import reference_logits  # noqa: E402
 
 
 def min_routing_gap(model, ids, k):
@@ -88,7 +71,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     model.save_pretrained(OUT, save_original_format=False)
     ids = torch.randint(0, V, (1, T), generator=torch.Generator().manual_seed(SEED + 1))
-    res = reference_logits(model, ids, N_DECODE)
+    res = reference_logits(model.float().eval(), ids, N_DECODE)
     save_file(res, os.path.join(OUT, "reference.safetensors"))
     lp = torch.log_softmax(res["logits"], -1)
     ent = -(lp.exp() * lp).sum(-1).mean().item()
