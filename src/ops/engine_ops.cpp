@@ -19,8 +19,8 @@ namespace {
 // activations costs a fair part of a narrow tile's multiply (measured on SmolLM2's shapes, one core:
 // 128-column tiles reach 85–90% of one whole-matrix call, 288–512 columns 90–95%). So: rows in blocks of
 // 256, columns in equal widths (multiples of 16) of at most 512, and at least kMinGemmTiles tiles in all
-// where the columns allow, so that 2 or 4 threads get equal shares (a 512-row chunk: 576 → 2 × 288,
-// 192 → 2 × 96, 1536 → 3 × 512, each with two row blocks).
+// where the columns allow, so that 2 or 4 threads get equal shares even for one row block (576 → 4 × 144,
+// 192 → 3 × 64, 1536 → 4 × 384).
 // Decode (m == 1) is a GEMV that reads each weight once: 128-column tiles, 512 from 8192 columns.
 constexpr std::size_t kGemmTileRows = 256;
 constexpr std::size_t kGemmMaxTileCols = 512;
@@ -36,10 +36,13 @@ GemmTiling gemm_tiling(std::size_t m, std::size_t n) {
     const std::size_t cb = n >= 8192 ? 512 : 128;
     return {1, cb, 1, chunk_count(n, cb)};
   }
+  // The column tiles depend on n only, never on m: OpenBLAS's result for an element can depend on the width
+  // of the panel it is computed in (seen with its AVX2 kernels), and a prompt fed in pieces (m = 256 per
+  // call) must give bitwise the one-call rows (tests/py/test_hybrid_experiments.py).
   const std::size_t row_tiles = chunk_count(m, kGemmTileRows);
   std::size_t col_tiles = chunk_count(n, kGemmMaxTileCols);
-  if (row_tiles * col_tiles < kMinGemmTiles)
-    col_tiles = std::max(col_tiles, std::min(chunk_count(kMinGemmTiles, row_tiles), n / kGemmMinTileCols));
+  if (col_tiles < kMinGemmTiles)
+    col_tiles = std::max(col_tiles, std::min(kMinGemmTiles, n / kGemmMinTileCols));
   const std::size_t cb = (chunk_count(n, std::max<std::size_t>(col_tiles, 1)) + 15) / 16 * 16;
   return {kGemmTileRows, cb, row_tiles, chunk_count(n, cb)};
 }
@@ -122,9 +125,10 @@ struct RowTiles {
 
 RowTiles row_tiles_of(std::size_t m, std::size_t n) {
   constexpr std::size_t kRows = 256, kMaxCols = 512, kMinCols = 64, kWant = 4;
+  // Columns from n only, as gemm_tiling's (a prompt in pieces gives bitwise the one-call rows).
   const std::size_t rt = chunk_count(m, kRows);
   std::size_t ct = chunk_count(n, kMaxCols);
-  while (rt * ct < kWant && n / (2 * ct) >= kMinCols) ct *= 2;
+  while (ct < kWant && n / (2 * ct) >= kMinCols) ct *= 2;
   const std::size_t cb = (chunk_count(n, ct) + 15) / 16 * 16;
   return {kRows, cb, rt, chunk_count(n, cb)};
 }

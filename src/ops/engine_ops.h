@@ -63,8 +63,9 @@ void sgemm_nt_ordered(const float* a, std::size_t lda, const float* b, std::size
 // Several products y = x[m, k] · w[n, k]ᵀ of one x over row-major f32 weights (the hybrid's prefill), every
 // op's tiles in one parallel region. Tiles of (m, n) only: rows in blocks of 256 (smaller row tiles run
 // 20–40% slower at K = 192, and tiles under ~1e6 multiply-adds take OpenBLAS's small-matrix kernel, which
-// rounds differently); columns halved until there are 4 tiles (2 or 4 threads get equal shares) or a tile
-// would fall under 64 columns (hybrid-tiny at 512 rows: every projection 4 tiles, the LM head 32). Each tile
+// rounds differently); columns, from n alone (a tile's width can change OpenBLAS's rounding, so a prompt in
+// pieces of 256 rows must see the one call's widths), halved until there are 4 column tiles or a tile would
+// fall under 64 columns (hybrid-tiny: its 512-column projections 4 column tiles, the LM head 16). Each tile
 // is one sgemm_nt_ordered call, so every element is the same call's for any thread count and grouping of
 // ops. residual ≠ nullptr: residual[m, n] += y after each tile (same bits as a separate add_inplace).
 // m ≤ 1 (decode): each op is gemm_nt (its GEMV tiles), then bias and residual as above.
