@@ -15,6 +15,15 @@ def smollm2_path() -> Path:
 KC_BIN = os.environ.get("KC_BIN", "kerncheck")
 
 
+def log_softmax(x):
+    """log softmax over the last axis in f64: the tests' one independent reference for log-probs."""
+    import numpy as np
+
+    x = np.asarray(x, dtype=np.float64)
+    m = x.max(axis=-1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+
+
 def kc(*args, env=None, check=True, cwd=None):
     """Runs the kerncheck CLI; with check, a non-zero exit raises with its stdout and stderr."""
     import subprocess

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
+from kc_env import log_softmax
 
 KC = os.environ.get("KC_BIN", "kerncheck")
 DATA = Path(os.environ.get("KC_TEST_DATA", Path(__file__).resolve().parents[1] / "data")) / "importers"
@@ -28,12 +29,6 @@ def run(*args, check=True):
     if check and p.returncode != 0:
         raise AssertionError(f"kerncheck {' '.join(map(str, args))} → {p.returncode}\n{p.stdout}\n{p.stderr}")
     return p
-
-
-def log_softmax(x):
-    x = x.astype(np.float64)
-    m = x.max(axis=-1, keepdims=True)
-    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
 
 
 # ---- llama.cpp KLD base file, as perplexity.cpp writes it --------------------------------------------------

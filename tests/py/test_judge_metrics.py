@@ -19,6 +19,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
+from kc_env import log_softmax
 
 KC = os.environ.get("KC_BIN", "kerncheck")
 BUILD = Path(os.environ.get("KC_BUILD_DIR", "build"))
@@ -32,12 +33,6 @@ def run(*args, rc=None):
     if rc is not None and p.returncode != rc:
         raise AssertionError(f"kerncheck {' '.join(map(str, args))} → {p.returncode} (want {rc})\n{p.stdout}\n{p.stderr}")
     return p
-
-
-def log_softmax(x):
-    x = x.astype(np.float64)
-    m = x.max(axis=-1, keepdims=True)
-    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
 
 
 def real_looking_logits(rng, n, v):

@@ -17,7 +17,7 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import load_file
 
-from kc_env import kc, write_tokenizer
+from kc_env import kc, log_softmax, write_tokenizer
 
 # The lab tests' token windows were laid out with these merges (no "Ġw").
 LAB_MERGES = (("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("Ġ", "a"))
@@ -153,12 +153,6 @@ def test_round_needs_model(lab, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- trace
-def log_softmax(x):
-    x = x.astype(np.float64)
-    m = x.max()
-    return x - m - np.log(np.exp(x - m).sum())
-
-
 def rel(a, b):
     a, b = a.astype(np.float64), b.astype(np.float64)
     return np.sqrt(((a - b) ** 2).sum() / (b ** 2).sum())

@@ -9,7 +9,7 @@
   handling it (undo + rotate-half, keep + adjacent pairs) reproduce transformers' logits.
 - Bitwise identical logits for KC_THREADS=1, 2, 3; bad input exits 3 with a message.
 """
-from kc_env import smollm2_path
+from kc_env import log_softmax, smollm2_path
 import os
 import subprocess
 
@@ -33,12 +33,6 @@ def run(model, ids, tmp_path, *flags, threads=None, name="out.npy"):
     p = subprocess.run([TOOL, model, out, *flags, *map(str, ids)], capture_output=True, text=True, env=env)
     assert p.returncode == 0, p.stderr
     return np.load(out)
-
-
-def log_softmax(x):
-    x = x.astype(np.float64)
-    m = x.max(-1, keepdims=True)
-    return x - m - np.log(np.exp(x - m).sum(-1, keepdims=True))
 
 
 def kl_full(ref_logits, ours):

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from kc_env import KC_BIN, kc, smollm2_path
+from kc_env import KC_BIN, kc, log_softmax, smollm2_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,12 +54,6 @@ def world(tmp_path_factory):
     run("nb64", "--n-batch", "64")
     run("t2", "--threads", "2")
     return d
-
-
-def log_softmax(x):
-    x = x.astype(np.float64)
-    m = x.max(axis=-1, keepdims=True)
-    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
 
 
 def test_candidate_is_the_log_softmax_of_the_logits(world):
