@@ -56,6 +56,9 @@ BUILD=${KC_BUILD_DIR:-build}
 launcher=()
 if [ "${KC_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  # Hits from any checkout folder (a clean clone, a worktree): paths under the checkout are hashed relative
+  # to it, and the build folder's own path is not hashed (it would be, with -g, in the sanitized build).
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ROOT} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 fi
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=${KC_BUILD_TYPE:-Release} \
   -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" "${launcher[@]}" ${KC_CMAKE_ARGS:-} >/dev/null

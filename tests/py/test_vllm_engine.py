@@ -8,7 +8,7 @@ from kerncheck's f32 engine, then:
                PASSes the f32 golden with mean KL at f32 rounding level, and the decode steps hit the
                prefix cache;
   bf16 server: two runs (concurrency 1 and 4) as the floor, a third (concurrency 2) as the candidate
-               → PASS; the bf16 candidate against the floor of the two f32 runs → FAIL (a bf16 model
+               → no failing check (PASS, or INCONCLUSIVE for lack of power where the runs differ); the bf16 candidate against the floor of the two f32 runs → FAIL (a bf16 model
                against an f32 floor: the degradation is the whole bf16 model, said as such).
 """
 import json
@@ -91,9 +91,18 @@ def test_bf16_server_against_bf16_and_f32_floors(world):
     rec(url, d, "bf16b", 4)
     rec(url, d, "bf16", 2)
     stop()
-    rc, _, text = judge(d, "bf16", "bf16a", "bf16b")
+    rc, rep, text = judge(d, "bf16", "bf16a", "bf16b")
     print(text)
-    assert rc == 0, text
+    # No check fails. Whether it PASSes depends on the CPU: where vLLM's bf16 runs are bitwise identical
+    # across concurrencies only the fixed limits apply (PASS); where batching changes them (seen on an
+    # AVX-512 machine: concurrency 1 differed from 2 and 4), a two-run floor gives the floor test one
+    # degree of freedom and the judge says INCONCLUSIVE for lack of power, which is the honest verdict
+    # (docs/engines.md: record more floor runs with --repeat).
+    assert rc in (0, 2), text
+    assert not any(f["failed"] for f in rep["findings"]), text
+    assert all(not t["significant"] for t in rep["floor_test"]["tests"]), text
+    if rc == 2:
+        assert rep["inconclusive_reasons"] and all("detect only" in r for r in rep["inconclusive_reasons"]), text
     # A bf16 model against an f32 floor, said as such to the judge.
     rc, _, text = judge(d, "bf16", "f32b", "f32c", extra=["--allow-floor-mismatch"])
     print(text)
