@@ -3,8 +3,8 @@
 //   --from-logits LOGITS --golden GOLDEN [--positions A:B] -o CANDIDATE
 //   --model MODEL --corpus CORPUS [-k 20] -o GOLDEN        (kerncheck's f32 engine; docs/corpus.md)
 //   --model MODEL --golden GOLDEN -o CANDIDATE
-//   --server URL --api vllm --corpus CORPUS [-k 20] -o GOLDEN  (a running engine; docs/engines.md)
-//   --server URL --api vllm --golden GOLDEN -o CANDIDATE [--phase prefill|decode|both]
+//   --server URL --api vllm|sglang --corpus CORPUS [-k 20] -o GOLDEN  (a running engine; docs/engines.md)
+//   --server URL --api vllm|sglang --golden GOLDEN -o CANDIDATE [--phase prefill|decode|both] [--repeat N]
 // With --model, --variant / --round / --prefill-block choose a precision variant of the engine (docs/lab.md).
 #include <charconv>
 
@@ -180,7 +180,9 @@ int run(int argc, char** argv) {
   app.add_option("--server", sv.url,
                  "record from a running engine at URL (e.g. http://127.0.0.1:8000): --corpus → golden, --golden → "
                  "candidate (docs/engines.md)");
-  app.add_option("--api", sv.api, "--server: the engine's API: vllm (sglang, llamacpp: not supported yet)")
+  app.add_option("--api", sv.api,
+                 "--server: the engine's API: vllm (POST /v1/completions) or sglang (native POST /generate); "
+                 "llamacpp: not supported yet")
       ->capture_default_str();
   app.add_option("--served-model", sv.served_model,
                  "--server: the request's model name (default: the first of GET /v1/models)");
@@ -189,7 +191,13 @@ int run(int argc, char** argv) {
                  "decode step on the cached prefix) or both (the golden's decode positions as decode steps)")
       ->capture_default_str();
   app.add_option("--top-logprobs", sv.top_logprobs,
-                 "--server: K' asked of the engine (vLLM caps it at its --max-logprobs)")
+                 "--server: K' asked of the engine (vLLM caps it at its --max-logprobs; SGLang also returns the "
+                 "golden's ids, asked for by name)")
+      ->capture_default_str();
+  app.add_option("--repeat", sv.repeat,
+                 "--server candidate mode: record N times (the engine's own noise runs for kerncheck test "
+                 "--noise); N > 1 writes OUT with .1, .2, … before its extension (c.safetensors → "
+                 "c.1.safetensors, c.2.safetensors), each with metadata repetition = r, repetitions = N")
       ->capture_default_str();
   app.add_option("--concurrency", sv.concurrency, "--server: segments in flight")->capture_default_str();
   app.add_option("--timeout", sv.timeout_s, "--server: seconds per request")->capture_default_str();
@@ -205,7 +213,7 @@ int run(int argc, char** argv) {
     return record_with_server(a, cmdline);
   }
   for (const char* f : {"--api", "--served-model", "--phase", "--top-logprobs", "--concurrency", "--timeout",
-                        "--retries"})
+                        "--retries", "--repeat"})
     if (app.count(f)) kc::fail("{}: expected only with --server URL, got it without", f);
   if (!a.model.empty()) {
     if (!a.from_logits.empty()) kc::fail("--model: expected one source (--from-logits or --model), got both");

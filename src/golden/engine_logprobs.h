@@ -58,6 +58,11 @@ EngineDump read_sglang_logprobs(const std::string& path);
 // The same over bytes in memory (fuzzing); `name` is the file name used in messages and for the
 // JSON Lines decision (suffix .jsonl / .ndjson).
 EngineDump parse_vllm_logprobs(std::span<const std::uint8_t> bytes, const std::string& name);
-EngineDump parse_sglang_logprobs(std::span<const std::uint8_t> bytes, const std::string& name);
+// Which of a /generate response's log-prob lists to read: the prompt's (meta_info.input_*: one row per
+// prompt token, what `import sglang` reads) or the generated tokens' (meta_info.output_*: one row per
+// generated token; `record --server --api sglang` decode steps). Same triples, same merging.
+enum class SglangSide { input, output };
+EngineDump parse_sglang_logprobs(std::span<const std::uint8_t> bytes, const std::string& name,
+                                 SglangSide side = SglangSide::input);
 
 }  // namespace kc

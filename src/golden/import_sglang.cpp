@@ -6,9 +6,11 @@
 // meta_info fields read:
 //   input_token_logprobs[i]    = [logprob | null, token_id, text | null]  for prompt token L+i
 //   input_top_logprobs[i]      = null | [[logprob, token_id, text], …]    top-K' predicting token L+i
-//   input_token_ids_logprob[i] = null | [[logprob, token_id, text], …]    the requested ids there
+//   input_token_ids_logprobs[i] = null | [[logprob, token_id, text], …]    the requested ids there
 //   prompt_tokens              = prompt length (gives L = prompt_tokens − len(input_token_logprobs))
 // Entry 0 is always null: SGLang pads it (scheduler: `input_token_logprobs_val = [None] + …`).
+// SglangSide::output reads output_token_logprobs / output_top_logprobs / output_token_ids_logprobs instead
+// (row i: the distribution the i-th generated token was drawn from; prompt_tokens is not used).
 #include <cmath>
 #include <limits>
 #include <map>
@@ -71,9 +73,14 @@ void read_list_element(const std::string& file, const std::string& path, bool to
   list.begin.push_back(list.entries.size());
 }
 
-const char* kTokenKey = "input_token_logprobs";
-const char* kTopKey = "input_top_logprobs";
-const char* kIdsKey = "input_token_ids_logprob";
+struct SideKeys {
+  const char *token, *top, *ids;
+};
+SideKeys keys_of(SglangSide side) {
+  if (side == SglangSide::output)
+    return {"output_token_logprobs", "output_top_logprobs", "output_token_ids_logprobs"};
+  return {"input_token_logprobs", "input_top_logprobs", "input_token_ids_logprobs"};
+}
 
 }  // namespace
 
@@ -82,7 +89,12 @@ EngineDump read_sglang_logprobs(const std::string& path) {
   return parse_sglang_logprobs(file->bytes(), path);
 }
 
-EngineDump parse_sglang_logprobs(std::span<const std::uint8_t> bytes, const std::string& path) {
+EngineDump parse_sglang_logprobs(std::span<const std::uint8_t> bytes, const std::string& path, SglangSide side) {
+  const SideKeys keys = keys_of(side);
+  const char* kTokenKey = keys.token;
+  const char* kTopKey = keys.top;
+  const char* kIdsKey = keys.ids;
+  const bool input = side == SglangSide::input;
   EngineDump dump;
   dump.engine = "sglang";
   dump.path = path;
@@ -106,7 +118,8 @@ EngineDump parse_sglang_logprobs(std::span<const std::uint8_t> bytes, const std:
       if (it == mi->end() || it->is_null()) {
         if (required)
           throw_input_error(path, p,
-                            "a list (request with \"return_logprob\": true, \"logprob_start_len\": 0)",
+                            input ? "a list (request with \"return_logprob\": true, \"logprob_start_len\": 0)"
+                                  : "a list (request with \"return_logprob\": true, \"max_new_tokens\" ≥ 1)",
                             it == mi->end() ? "none" : "null");
         return nullptr;
       }
@@ -124,7 +137,7 @@ EngineDump parse_sglang_logprobs(std::span<const std::uint8_t> bytes, const std:
                           std::to_string(list->present.size()));
     EngineSequence seq;
     seq.where = where.empty() ? "(top level)" : where;
-    if (auto pt = mi->find("prompt_tokens"); pt != mi->end() && !pt->is_null()) {
+    if (auto pt = mi->find("prompt_tokens"); input && pt != mi->end() && !pt->is_null()) {
       std::int64_t prompt_tokens =
           import_detail::json_token_id(*pt, path, import_detail::path_key(mp, "prompt_tokens"));
       if (prompt_tokens < static_cast<std::int64_t>(n))

@@ -1,4 +1,4 @@
-// Recording from a running vLLM server: see record_server.h and docs/engines.md.
+// Recording from a running vLLM or SGLang server: see record_server.h and docs/engines.md.
 #include "lab/record_server.h"
 
 #include <curl/curl.h>
@@ -126,6 +126,10 @@ struct SegmentPlan {
   std::int32_t index = 0;
   std::vector<std::int32_t> tokens;  // t_0 … t_D
   std::int64_t n_prefill = 0;        // depths 1 … n_prefill are the golden's prefill positions
+  // Candidate mode: the golden's top-k ids at depth d are ref_ids[(d−1)·k, d·k) (SGLang asks for them by
+  // name in token_ids_logprob); empty in golden mode.
+  std::vector<std::int32_t> ref_ids;
+  int k = 0;
   std::int64_t depth() const { return static_cast<std::int64_t>(tokens.size()) - 1; }
 };
 
@@ -141,6 +145,53 @@ std::string prefill_body(const RecordServerOptions& o, const std::string& model,
   return json{{"model", model},         {"prompt", p.tokens}, {"max_tokens", 1},
               {"temperature", 0},       {"prompt_logprobs", o.top_logprobs},
               {"return_token_ids", true}}
+      .dump();
+}
+
+// SGLang (POST /generate, io_struct.py GenerateReqInput): the ids to ask for by name at depths
+// [d0, d1]: the union of the golden's top-k there, plus the corpus tokens (decode rows need t_d listed).
+std::vector<std::int32_t> sglang_named_ids(const SegmentPlan& p, std::int64_t d0, std::int64_t d1) {
+  std::vector<std::int32_t> ids;
+  for (std::int64_t d = d0; d <= d1; ++d) {
+    ids.push_back(p.tokens[d]);
+    if (!p.ref_ids.empty())
+      ids.insert(ids.end(), p.ref_ids.begin() + (d - 1) * p.k, p.ref_ids.begin() + d * p.k);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+// Prefill: the whole window with logprob_start_len 0 (no prefix-cache reuse for the prompt, every prompt
+// position's row in meta_info.input_*); max_new_tokens 1, the smallest generation.
+std::string sglang_prefill_body(const RecordServerOptions& o, const SegmentPlan& p) {
+  json j{{"input_ids", p.tokens},
+         {"sampling_params", {{"max_new_tokens", 1}, {"temperature", 0}}},
+         {"return_logprob", true},
+         {"logprob_start_len", 0},
+         {"top_logprobs_num", o.top_logprobs},
+         {"return_text_in_logprobs", false},
+         {"return_prompt_token_ids", true}};
+  // Named ids only where the candidate reads the prefill rows (the golden's prefill positions for both).
+  if (!p.ref_ids.empty()) {
+    const std::int64_t last = o.phase == "prefill" ? p.depth() : p.n_prefill;
+    if (last >= 1) j["token_ids_logprob"] = sglang_named_ids(p, 1, last);
+  }
+  return j.dump();
+}
+
+// Decode step at depth d: prompt t_0 … t_{d−1}, default logprob_start_len (output log-probs only, so the
+// radix cache serves the prefix), one generated token whose distribution is depth d's row
+// (meta_info.output_*); t_d and the golden's ids there asked for by name.
+std::string sglang_decode_body(const RecordServerOptions& o, const SegmentPlan& p, std::int64_t d) {
+  std::vector<std::int32_t> prompt(p.tokens.begin(), p.tokens.begin() + d);
+  return json{{"input_ids", prompt},
+              {"sampling_params", {{"max_new_tokens", 1}, {"temperature", 0}}},
+              {"return_logprob", true},
+              {"top_logprobs_num", o.top_logprobs},
+              {"token_ids_logprob", sglang_named_ids(p, d, d)},
+              {"return_text_in_logprobs", false},
+              {"return_prompt_token_ids", true}}
       .dump();
 }
 
@@ -270,6 +321,100 @@ DecodeRow read_decode(const std::string& text, const SegmentPlan& p, std::int64_
   return row;
 }
 
+// ---- SGLang responses (tokenizer_manager.py: {"text", "output_ids", "meta_info", "prompt_token_ids"?}) ------
+
+std::span<const std::uint8_t> bytes_of(const std::string& s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+// prompt_token_ids (SGLang with return_prompt_token_ids) must be what was sent; older servers omit it.
+void check_sglang_prompt_ids(const json& doc, std::span<const std::int32_t> sent, const std::string& where) {
+  if (!doc.contains("prompt_token_ids") || doc["prompt_token_ids"].is_null()) return;
+  std::vector<std::int32_t> got;
+  try {
+    got = doc["prompt_token_ids"].get<std::vector<std::int32_t>>();
+  } catch (const json::exception&) {
+    throw_input_error(where, "prompt_token_ids", "a list of token ids", excerpt(doc["prompt_token_ids"].dump()));
+  }
+  std::size_t i = 0;
+  while (i < got.size() && i < sent.size() && got[i] == sent[i]) ++i;
+  if (i != got.size() || i != sent.size())
+    throw_input_error(where, fmt::format("prompt_token_ids[{}]", i),
+                      fmt::format("the {} sent token ids echoed ({} at index {})", sent.size(),
+                                  i < sent.size() ? std::to_string(sent[i]) : "end", i),
+                      i < got.size() ? std::to_string(got[i]) : fmt::format("end after {} ids", got.size()));
+}
+
+const json& sglang_meta(const json& doc, const std::string& where) {
+  if (!doc.is_object()) throw_input_error(where, "(response body)", "a /generate response object", excerpt(doc.dump()));
+  return field(doc, "meta_info", where, "", "the /generate response's meta_info object");
+}
+
+std::int64_t sglang_count(const json& meta, const char* key, const std::string& where) {
+  const json& v = field(meta, key, where, "meta_info", "a token count");
+  if (!v.is_number_integer() || v.get<std::int64_t>() < 0)
+    throw_input_error(where, std::string("meta_info.") + key, "a token count (integer ≥ 0)", excerpt(v.dump()));
+  return v.get<std::int64_t>();
+}
+
+// The prefill response: every prompt position's row (parse_sglang_logprobs, the importer's reader), with
+// the echoed prompt (input_token_logprobs' ids, prompt_tokens, prompt_token_ids) checked against p.tokens.
+EngineSequence read_sglang_prefill(const std::string& text, const SegmentPlan& p, const std::string& where) {
+  json doc = parse_json(text, where);
+  const json& meta = sglang_meta(doc, where);
+  const std::int64_t prompt_tokens = sglang_count(meta, "prompt_tokens", where);
+  if (prompt_tokens != static_cast<std::int64_t>(p.tokens.size()))
+    throw_input_error(where, "meta_info.prompt_tokens", fmt::format("{} (the tokens sent)", p.tokens.size()),
+                      std::to_string(prompt_tokens));
+  check_sglang_prompt_ids(doc, p.tokens, where);
+  EngineDump d = parse_sglang_logprobs(bytes_of(text), where, SglangSide::input);
+  if (d.sequences.size() != 1)
+    throw_input_error(where, "(response body)", "one /generate response", std::to_string(d.sequences.size()));
+  EngineSequence seq = std::move(d.sequences[0]);
+  if (seq.first_token != 0 || seq.size() != p.tokens.size())
+    throw_input_error(where, "meta_info.input_token_logprobs",
+                      fmt::format("{} entries from prompt token 0 (logprob_start_len 0)", p.tokens.size()),
+                      fmt::format("{} entries from prompt token {}", seq.size(), seq.first_token));
+  for (std::size_t i = 0; i < seq.size(); ++i)
+    if (seq.tokens[i] != p.tokens[i])
+      throw_input_error(where, fmt::format("meta_info.input_token_logprobs[{}][1]", i),
+                        fmt::format("the sent token {}{}", p.tokens[i],
+                                    seq.tokens[i] == 0 ? " (SGLang echoes the id vocab−1 as 0: such a corpus is not "
+                                                         "supported)"
+                                                       : ""),
+                        std::to_string(seq.tokens[i]));
+  return seq;
+}
+
+// One decode step: the generated token's row (meta_info.output_*, the same reader), which must list t_d
+// (asked for by name), the prompt length and the cached-token count (meta_info.cached_tokens).
+DecodeRow read_sglang_decode(const std::string& text, const SegmentPlan& p, std::int64_t d, const std::string& where) {
+  json doc = parse_json(text, where);
+  const json& meta = sglang_meta(doc, where);
+  DecodeRow row;
+  row.prompt_tokens = sglang_count(meta, "prompt_tokens", where);
+  if (row.prompt_tokens != d)
+    throw_input_error(where, "meta_info.prompt_tokens", fmt::format("{} (the tokens sent)", d),
+                      std::to_string(row.prompt_tokens));
+  check_sglang_prompt_ids(doc, std::span<const std::int32_t>(p.tokens).first(d), where);
+  row.cached_tokens = sglang_count(meta, "cached_tokens", where);
+  EngineDump dump = parse_sglang_logprobs(bytes_of(text), where, SglangSide::output);
+  if (dump.sequences.size() != 1 || dump.sequences[0].size() != 1)
+    throw_input_error(where, "meta_info.output_token_logprobs", "one generated token (max_new_tokens 1)",
+                      dump.sequences.size() == 1 ? fmt::format("{} tokens", dump.sequences[0].size())
+                                                 : fmt::format("{} responses", dump.sequences.size()));
+  const EngineSequence& q = dump.sequences[0];
+  for (auto j = q.row_begin[0]; j < q.row_begin[1]; ++j) row.entries.push_back({q.ids[j], q.log_probs[j]});
+  row.bound = q.bound[0];
+  const std::int32_t want = p.tokens[d];
+  if (std::none_of(row.entries.begin(), row.entries.end(), [&](auto& e) { return e.first == want; }))
+    throw_input_error(where, "meta_info.output_token_ids_logprobs[0]",
+                      fmt::format("an entry for the corpus token {} (asked for in token_ids_logprob; depth {})",
+                                  want, d),
+                      "none");
+  return row;
+}
+
 struct CacheStats {
   std::int64_t decode_requests = 0, prompt_tokens = 0, cached_tokens = 0, unreported = 0;
 };
@@ -285,7 +430,9 @@ EngineSequence segment_sequence(const RecordServerOptions& o, const SegmentPlan&
     throw_input_error(where, "responses", fmt::format("{} responses", want), std::to_string(lines.size()));
   std::optional<EngineSequence> pre;
   std::size_t at = 0;
-  if (wants_prefill(o.phase, p)) {
+  if (wants_prefill(o.phase, p) && o.api == "sglang") {
+    pre = read_sglang_prefill(lines[at++], p, where + " (prefill)");
+  } else if (wants_prefill(o.phase, p)) {
     const std::string& text = lines[at++];
     json doc = parse_json(text, where + " (prefill)");
     check_echo(field(doc, "choices", where, "", "a list with one choice").at(0), p.tokens, where + " (prefill)");
@@ -302,7 +449,8 @@ EngineSequence segment_sequence(const RecordServerOptions& o, const SegmentPlan&
   std::vector<std::pair<std::int32_t, float>> entries;
   for (std::int64_t d = 1; d <= p.depth(); ++d) {
     if (is_decode(o.phase, p, d)) {
-      DecodeRow r = read_decode(lines[at++], p, d, fmt::format("{} (decode depth {})", where, d));
+      const std::string w = fmt::format("{} (decode depth {})", where, d);
+      DecodeRow r = o.api == "sglang" ? read_sglang_decode(lines[at++], p, d, w) : read_decode(lines[at++], p, d, w);
       if (cache) {
         cache->decode_requests += 1;
         cache->prompt_tokens += r.prompt_tokens;
@@ -414,11 +562,41 @@ std::int64_t stop_after() {
   return s && *s ? std::atoll(s) : -1;
 }
 
+// One recording into o.out; repetition r of n (n > 1: written into the file's metadata).
+void record_once(const RecordServerOptions& o, int r, int n);
+
 }  // namespace
 
+std::string repetition_path(const std::string& out, int r, int n) {
+  if (n <= 1) return out;
+  const fs::path p(out);
+  const std::string name = p.filename().string();
+  const std::size_t dot = name.rfind('.');
+  const std::string stem = dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
+  const std::string ext = dot == std::string::npos || dot == 0 ? "" : name.substr(dot);
+  return (p.parent_path() / fmt::format("{}.{}{}", stem, r, ext)).string();
+}
+
 void record_with_server(const RecordServerOptions& o) {
-  if (o.api != "vllm")
-    throw_input_error("--api", "api", "vllm (sglang and llamacpp: not supported yet)", o.api);
+  if (o.api != "vllm" && o.api != "sglang")
+    throw_input_error("--api", "api", "vllm or sglang (llamacpp: not supported yet)", o.api);
+  if (o.repeat < 1) throw_input_error("--repeat", "N", "≥ 1", std::to_string(o.repeat));
+  if (o.repeat > 1 && o.golden.empty())
+    fail("--repeat: expected candidate mode (--golden GOLDEN; repetitions are the engine's noise runs), got "
+         "golden mode (--corpus)");
+  for (int r = 1; r <= o.repeat; ++r) check_output_path(repetition_path(o.out, r, o.repeat));
+  for (int r = 1; r <= o.repeat; ++r) {
+    RecordServerOptions one = o;
+    one.out = repetition_path(o.out, r, o.repeat);
+    if (o.repeat > 1) std::printf("repetition %d of %d → %s\n", r, o.repeat, one.out.c_str());
+    std::fflush(stdout);
+    record_once(one, r, o.repeat);
+  }
+}
+
+namespace {
+
+void record_once(const RecordServerOptions& o, int rep, int n_rep) {
   if (o.phase != "prefill" && o.phase != "decode" && o.phase != "both")
     throw_input_error("--phase", "phase", "prefill, decode or both", o.phase);
   if (o.top_logprobs < 1) throw_input_error("--top-logprobs", "K'", "≥ 1", std::to_string(o.top_logprobs));
@@ -447,14 +625,22 @@ void record_with_server(const RecordServerOptions& o) {
     for (std::size_t i = 0; i < corpus->segments.size(); ++i) {
       const CorpusSegment& s = corpus->segments[i];
       auto w = corpus->window(s);
-      plans.push_back({static_cast<std::int32_t>(i), {w.begin(), w.end()}, s.depth - s.decode_last});
+      plans.push_back({static_cast<std::int32_t>(i), {w.begin(), w.end()}, s.depth - s.decode_last, {}, 0});
     }
   } else {
     golden = read_golden(o.golden);
     data_id = golden->meta.checksum;
     std::vector<GoldenWindow> ws = golden_windows(*golden);
-    for (std::size_t i = 0; i < ws.size(); ++i)
-      plans.push_back({static_cast<std::int32_t>(i), std::move(ws[i].tokens), ws[i].n_prefill});
+    const int k = golden->meta.k;
+    for (std::size_t i = 0; i < ws.size(); ++i) {
+      SegmentPlan p{static_cast<std::int32_t>(i), std::move(ws[i].tokens), ws[i].n_prefill, {}, 0};
+      if (o.api == "sglang") {
+        p.k = k;
+        auto b = golden->a.top_ids.begin() + ws[i].start * k;
+        p.ref_ids.assign(b, b + ws[i].depth * k);
+      }
+      plans.push_back(std::move(p));
+    }
   }
   std::int64_t total = 0;
   for (auto& p : plans) total += p.depth();
@@ -494,7 +680,7 @@ void record_with_server(const RecordServerOptions& o) {
   std::string first_error;
   auto work = [&] {
     Http http;
-    const std::string url = o.url + "/v1/completions";
+    const std::string url = o.url + (o.api == "sglang" ? "/generate" : "/v1/completions");
     while (!stop.load()) {
       std::size_t t = next.fetch_add(1);
       if (t >= todo.size()) return;
@@ -511,13 +697,14 @@ void record_with_server(const RecordServerOptions& o) {
           return;
         }
         std::vector<std::string> lines;
+        const bool sglang = o.api == "sglang";
         if (wants_prefill(o.phase, p)) {
-          std::string body = prefill_body(o, model, p);
+          std::string body = sglang ? sglang_prefill_body(o, p) : prefill_body(o, model, p);
           lines.push_back(request(http, url, &body, o, &stop));
         }
         for (std::int64_t d = 1; d <= p.depth(); ++d)
           if (is_decode(o.phase, p, d)) {
-            std::string body = decode_body(o, model, p, d);
+            std::string body = sglang ? sglang_decode_body(o, p, d) : decode_body(o, model, p, d);
             lines.push_back(request(http, url, &body, o, &stop));
           }
         CacheStats c;
@@ -597,6 +784,10 @@ void record_with_server(const RecordServerOptions& o) {
     ImportStats st;
     CandidateBuffers buf = candidate_from_engine(*golden, dump, &st);
     CandidateMeta meta = candidate_meta_for(*golden, made_by);
+    if (n_rep > 1) {  // which noise run this is (kerncheck test's provenance; docs/engines.md)
+      meta.extra["repetition"] = std::to_string(rep);
+      meta.extra["repetitions"] = std::to_string(n_rep);
+    }
     write_candidate(o.out, meta, buf.view());
     std::printf(
         "wrote %s: %lld positions from %s (%s, phase %s), golden top-k ids covered %.2f%% (%lld of %lld), "
@@ -605,8 +796,9 @@ void record_with_server(const RecordServerOptions& o) {
         100 * st.coverage(), static_cast<long long>(st.ids_covered), static_cast<long long>(st.ids),
         st.positions ? 100.0 * st.positions_fully_covered / st.positions : 100.0);
     if (st.coverage() < 1)
-      std::printf("  partial coverage: kerncheck test reports KL as [lower, upper] bounds (raise vLLM "
-                  "--max-logprobs and --top-logprobs to tighten them)\n");
+      std::printf("  partial coverage: kerncheck test reports KL as [lower, upper] bounds (%s)\n",
+                  o.api == "sglang" ? "SGLang did not return every id asked for in token_ids_logprob"
+                                    : "raise vLLM --max-logprobs and --top-logprobs to tighten them");
   }
   ckpt.finish();
   if (cache.decode_requests) {
@@ -625,5 +817,7 @@ void record_with_server(const RecordServerOptions& o) {
   std::printf("  time %.1f s; kerncheck's own CPU time %.2f s (%.1f%% of the wall time)\n", wall, cpu,
               wall > 0 ? 100 * cpu / wall : 0.0);
 }
+
+}  // namespace
 
 }  // namespace kc

@@ -1,6 +1,7 @@
 // Golden and candidate files recorded from a running inference server (docs/engines.md): kerncheck sends
 // each corpus segment as token ids and turns the engine's log-probs into the files `kerncheck import`
-// writes, through the same code (parse_vllm_logprobs, candidate_from_engine, write_golden_from_topk).
+// writes, through the same code (parse_vllm_logprobs / parse_sglang_logprobs, candidate_from_engine,
+// write_golden_from_topk).
 //
 // Per segment (t_0 … t_D, golden positions at depths 1 … D):
 //   prefill  one POST /v1/completions {prompt: [t_0 … t_D], max_tokens: 1, prompt_logprobs: K',
@@ -10,6 +11,13 @@
 //            decode step over the cached prefix (prefix caching on); its top-K' raw log-probs (vLLM's
 //            default logprobs_mode, before allowed_token_ids masks the logits) are that position's row,
 //            and the forced token t_d is listed with its own log-prob.
+// SGLang (--api sglang, POST /generate; io_struct.py GenerateReqInput, tokenizer_manager.py meta_info):
+//   prefill  {input_ids: [t_0 … t_D], sampling_params: {max_new_tokens: 1, temperature: 0},
+//            return_logprob: true, logprob_start_len: 0, top_logprobs_num: K', token_ids_logprob: the union
+//            of the golden's top-k ids (candidate mode) and the corpus tokens}: row d of
+//            meta_info.input_{token_logprobs, top_logprobs, token_ids_logprobs} (parse_sglang_logprobs).
+//   decode   {input_ids: [t_0 … t_{d−1}], max_new_tokens: 1, token_ids_logprob: t_d and the golden's ids
+//            at d}: meta_info.output_* row 0 (the same reader), meta_info.cached_tokens for the cache.
 // Phases: prefill = every position from the prefill request; both = the golden's decode positions from
 // decode steps, the rest from prefill; decode = every position from a decode step.
 //
@@ -24,7 +32,7 @@ namespace kc {
 
 struct RecordServerOptions {
   std::string url;                 // e.g. http://127.0.0.1:8321 (no trailing /v1)
-  std::string api = "vllm";        // only vllm so far
+  std::string api = "vllm";        // vllm (POST /v1/completions) | sglang (POST /generate)
   std::string served_model;        // the request's "model"; empty: the first of GET /v1/models
   std::string corpus, golden;      // golden mode: corpus; candidate mode: golden
   std::string out, command_line, variant, model_id;
@@ -35,8 +43,13 @@ struct RecordServerOptions {
   double timeout_s = 300;          // per request
   int retries = 3;                 // per request, after the first try (HTTP 5xx, 429, network, timeout)
   double backoff_s = 1;            // first retry delay, doubled each retry
+  int repeat = 1;                  // candidate mode: record N times (the engine's own noise runs)
 };
 
+// With repeat N > 1, run r (1 … N) goes to repetition_path(out, r, N) and carries metadata
+// repetition = r, repetitions = N; each run is a full recording with its own OUT.partial checkpoints.
 void record_with_server(const RecordServerOptions& o);
+// OUT for N = 1; else OUT with ".r" before its extension: c.safetensors → c.1.safetensors, c.2.safetensors.
+std::string repetition_path(const std::string& out, int r, int n);
 
 }  // namespace kc

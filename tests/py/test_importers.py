@@ -360,7 +360,7 @@ def sglang_response(w, ch, start=0, requested=()):
             "completion_tokens": 1, "cached_tokens": 0, "input_token_logprobs": itl, "input_top_logprobs": itop,
             "output_token_logprobs": [[-0.1, 3, None]], "output_top_logprobs": [[[-0.1, 3, None]]]}
     if requested:
-        meta["input_token_ids_logprob"] = iids
+        meta["input_token_ids_logprobs"] = iids
     return {"text": "x", "meta_info": meta}
 
 

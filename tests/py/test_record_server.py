@@ -204,7 +204,7 @@ def test_transient_errors_are_retried(tmp_path):
     same_tensors(tmp_path / "c.st", tmp_path / "ref.st")
 
 
-def test_other_apis_are_not_supported_yet(tmp_path):
-    r = kc("record", "--server", "http://127.0.0.1:9", "--api", "sglang", "--golden", GOLDEN, "-o",
+def test_llamacpp_api_is_not_supported_yet(tmp_path):
+    r = kc("record", "--server", "http://127.0.0.1:9", "--api", "llamacpp", "--golden", GOLDEN, "-o",
            tmp_path / "c.st", check=False)
     assert r.returncode == 3 and "not supported yet" in r.stderr
