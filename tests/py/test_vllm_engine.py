@@ -8,8 +8,12 @@ from kerncheck's f32 engine, then:
                PASSes the f32 golden with mean KL at f32 rounding level, and the decode steps hit the
                prefix cache;
   bf16 server: two runs (concurrency 1 and 4) as the floor, a third (concurrency 2) as the candidate
-               → no failing check (PASS, or INCONCLUSIVE for lack of power where the runs differ); the bf16 candidate against the floor of the two f32 runs → FAIL (a bf16 model
-               against an f32 floor: the degradation is the whole bf16 model, said as such).
+               → no failing check (PASS, or INCONCLUSIVE for lack of power where the runs differ); the
+               bf16 candidate against the floor of the two f32 runs → FAIL (a bf16 model against an f32
+               floor: the degradation is the whole bf16 model, said as such);
+  fp8 KV:      a bf16 server with `--kv-cache-dtype fp8` (where the CPU has it: AVX-512 or AMX) → FAIL
+               against the bf16 floor (with --allow-floor-mismatch: the KV dtype is the change); where
+               the CPU lacks it, vLLM's refusal to start is checked.
 """
 import json
 import os
@@ -24,9 +28,14 @@ ROOT = Path(__file__).resolve().parents[2]
 PORT = os.environ.get("KC_VLLM_TEST_PORT", "8327")
 
 
-def server(dtype):
+def try_server(dtype, *args):
     env = dict(os.environ, KC_VLLM_PORT=PORT, KC_VLLM_DTYPE=dtype)
-    r = subprocess.run([str(ROOT / "scripts" / "vllm_cpu.sh"), "start"], capture_output=True, text=True, env=env)
+    return subprocess.run([str(ROOT / "scripts" / "vllm_cpu.sh"), "start", *args], capture_output=True, text=True,
+                          env=env)
+
+
+def server(dtype, *args):
+    r = try_server(dtype, *args)
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stdout.strip()
 
@@ -48,10 +57,11 @@ def world(tmp_path_factory):
     stop()
 
 
-def rec(url, d, name, concurrency):
+def rec(url, d, name, concurrency, variant=None):
     # --variant: the base precision the judge matches floors on (f32 / bf16), not a free label.
-    r = kc("record", "--server", url, "--golden", d / "g.st", "--concurrency", concurrency, "--variant",
-           "bf16" if name.startswith("bf16") else "f32", "-o", d / f"{name}.st")
+    variant = variant or ("bf16" if name.startswith("bf16") else "f32")
+    r = kc("record", "--server", url, "--golden", d / "g.st", "--concurrency", concurrency, "--variant", variant,
+           "-o", d / f"{name}.st")
     return r.stdout
 
 
@@ -107,3 +117,30 @@ def test_bf16_server_against_bf16_and_f32_floors(world):
     rc, _, text = judge(d, "bf16", "f32b", "f32c", extra=["--allow-floor-mismatch"])
     print(text)
     assert rc == 1, text
+
+
+def test_fp8_kv_cache_fails_against_the_bf16_floor(world):
+    """The degraded kernel setting: vLLM's fp8 KV cache (no scales). Its CPU attention has it only on x86
+    with AVX-512 or AMX; elsewhere the server refuses to start, and the test checks that refusal instead
+    (the bf16-against-f32 FAIL above is then the degraded case)."""
+    d = world
+    if not (d / "bf16a.st").exists():
+        pytest.skip("needs the bf16 runs of test_bf16_server_against_bf16_and_f32_floors")
+    stop()
+    r = try_server("bfloat16", "--kv-cache-dtype", "fp8")
+    if r.returncode != 0:
+        stop()
+        assert "FP8 KV cache on CPU requires" in r.stderr, r.stderr[-3000:]
+        return
+    rec(r.stdout.strip(), d, "fp8kv", 2, variant="bf16+kv=fp8")
+    stop()
+    # The change being tested is the KV dtype, so the floor (the bf16 baseline) differs from it by design:
+    # refused without the flag, judged and said with it.
+    args = ["test", d / "g.st", d / "fp8kv.st", "--noise", d / "bf16a.st", "--noise", d / "bf16b.st"]
+    assert kc(*args, check=False).returncode == 3
+    rc, rep, text = judge(d, "fp8kv", "bf16a", "bf16b", extra=["--allow-floor-mismatch"])
+    print(text)
+    assert rc == 1, text
+    assert rep["floor_mismatches"], text
+    # Measured on an AVX-512/AMX Xeon: KL mean ~38x the bf16 floor, flips at margin > 1 where the floor has none.
+    assert rep["stats"]["kl_mean"] > 5 * rep["floor_stats"]["kl_mean"], text
