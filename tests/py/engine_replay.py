@@ -13,6 +13,34 @@ import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+# The candidate file's tensors (what two recordings must agree on bit for bit).
+TENSORS = ("logprobs_at_ref", "other_logprob", "top1_id", "top1_logprob", "token_logprob", "flags", "covered")
+
+
+def same_tensors(a, b):
+    """Two candidate files hold the same TENSORS, bit for bit."""
+    from safetensors.numpy import load_file
+    import numpy as np
+
+    x, y = load_file(str(a)), load_file(str(b))
+    for name in TENSORS:
+        assert (name in x) == (name in y), name
+        if name in x:
+            np.testing.assert_array_equal(x[name], y[name], err_msg=name)
+
+
+def send_json(handler, code, text):
+    """One JSON response from a BaseHTTPRequestHandler; a client that hung up is not an error of the server."""
+    data = text.encode()
+    try:
+        handler.send_response(code)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
 
 def request_key(path, body):
     if not body:
@@ -68,15 +96,7 @@ class ReplayServer:
                 self._send(200, text)
 
             def _send(self, code, text):
-                data = text.encode()
-                try:
-                    self.send_response(code)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
+                send_json(self, code, text)
 
             def do_GET(self):
                 self._serve(None)

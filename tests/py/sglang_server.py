@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine_replay import send_json
 from kc_env import log_softmax
 
 
@@ -65,15 +66,7 @@ class SglangServer:
                 pass
 
             def _send(self, code, text):
-                data = text.encode()
-                try:
-                    self.send_response(code)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
+                send_json(self, code, text)
 
             def do_GET(self):
                 if self.path == "/v1/models":  # SGLang's OpenAI-compatible model list

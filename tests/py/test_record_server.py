@@ -19,14 +19,13 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from engine_replay import ReplayServer, load_exchanges
+from engine_replay import ReplayServer, load_exchanges, same_tensors
 from kc_env import kc
 
 DATA = Path(os.environ.get("KC_TEST_DATA", Path(__file__).resolve().parents[1] / "data")) / "server"
 GOLDEN = DATA / "golden.safetensors"
 CORPUS = DATA / "corpus.kcc"
 EX = load_exchanges(DATA / "vllm_f32.jsonl")
-TENSORS = ("logprobs_at_ref", "other_logprob", "top1_id", "top1_logprob", "token_logprob", "flags", "covered")
 
 
 def record(url, out, *extra, env=None):
@@ -37,14 +36,6 @@ def record(url, out, *extra, env=None):
 def prompts():
     return [json.loads(line)["prompt_token_ids"]
             for line in kc("corpus", "prompts", GOLDEN, "--jsonl").stdout.splitlines()]
-
-
-def same_tensors(a, b):
-    x, y = load_file(str(a)), load_file(str(b))
-    for name in TENSORS:
-        assert (name in x) == (name in y), name
-        if name in x:
-            np.testing.assert_array_equal(x[name], y[name], err_msg=name)
 
 
 def top_of(response):

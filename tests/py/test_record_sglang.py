@@ -19,7 +19,7 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import load_file
 
-from engine_replay import ReplayServer, load_exchanges
+from engine_replay import ReplayServer, load_exchanges, same_tensors
 from kc_env import kc, log_softmax, smollm2_path
 from sglang_server import SglangServer
 
@@ -29,7 +29,6 @@ CORPUS = DATA / "corpus.kcc"
 BUILD = Path(os.environ.get("KC_BUILD_DIR", Path(__file__).resolve().parents[2] / "build"))
 TOOL = BUILD / "tests" / "kc_llama_logits"
 MODEL = smollm2_path()
-TENSORS = ("logprobs_at_ref", "other_logprob", "top1_id", "top1_logprob", "token_logprob", "flags", "covered")
 
 pytestmark = pytest.mark.skipif(not MODEL.exists() or not TOOL.exists(),
                                 reason=f"needs the SmolLM2 GGUF ({MODEL}) and {TOOL}")
@@ -52,14 +51,6 @@ def windows():
 def row_of(srv, prompt, d):
     """f32 log-probs at depth d as the server computed them for the request whose prompt was `prompt`."""
     return log_softmax(srv.rows[tuple(prompt)][d - 1]).astype(np.float32)
-
-
-def same_tensors(a, b):
-    x, y = load_file(str(a)), load_file(str(b))
-    for name in TENSORS:
-        assert (name in x) == (name in y), name
-        if name in x:
-            np.testing.assert_array_equal(x[name], y[name], err_msg=name)
 
 
 def metadata(path):
