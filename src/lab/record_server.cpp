@@ -248,23 +248,29 @@ const json& field(const json& j, const char* key, const std::string& where, cons
   return j.at(key);
 }
 
-// The prompt the engine says it was given must be the one sent.
-void check_echo(const json& choice, std::span<const std::int32_t> sent, const std::string& where) {
-  const json& ids = field(choice, "prompt_token_ids", where, "choices[0]",
-                          "the prompt's token ids (request return_token_ids: true)");
+// The token ids the engine echoes (JSON field `path`) must be the ones sent; names the first difference.
+void check_ids_echoed(const json& ids, std::span<const std::int32_t> sent, const std::string& where,
+                      const std::string& path) {
   std::vector<std::int32_t> got;
   try {
     got = ids.get<std::vector<std::int32_t>>();
   } catch (const json::exception&) {
-    throw_input_error(where, "choices[0].prompt_token_ids", "a list of token ids", excerpt(ids.dump()));
+    throw_input_error(where, path, "a list of token ids", excerpt(ids.dump()));
   }
   std::size_t i = 0;
   while (i < got.size() && i < sent.size() && got[i] == sent[i]) ++i;
   if (i != got.size() || i != sent.size())
-    throw_input_error(where, fmt::format("choices[0].prompt_token_ids[{}]", i),
+    throw_input_error(where, fmt::format("{}[{}]", path, i),
                       fmt::format("the {} sent token ids echoed ({} at index {})", sent.size(),
                                   i < sent.size() ? std::to_string(sent[i]) : "end", i),
                       i < got.size() ? std::to_string(got[i]) : fmt::format("end after {} ids", got.size()));
+}
+
+// The prompt vLLM says it was given must be the one sent.
+void check_echo(const json& choice, std::span<const std::int32_t> sent, const std::string& where) {
+  check_ids_echoed(field(choice, "prompt_token_ids", where, "choices[0]",
+                         "the prompt's token ids (request return_token_ids: true)"),
+                   sent, where, "choices[0].prompt_token_ids");
 }
 
 // One decode step: the generated (forced) token t_d and the top-K' of its distribution.
@@ -330,19 +336,7 @@ std::span<const std::uint8_t> bytes_of(const std::string& s) {
 // prompt_token_ids (SGLang with return_prompt_token_ids) must be what was sent; older servers omit it.
 void check_sglang_prompt_ids(const json& doc, std::span<const std::int32_t> sent, const std::string& where) {
   if (!doc.contains("prompt_token_ids") || doc["prompt_token_ids"].is_null()) return;
-  std::vector<std::int32_t> got;
-  try {
-    got = doc["prompt_token_ids"].get<std::vector<std::int32_t>>();
-  } catch (const json::exception&) {
-    throw_input_error(where, "prompt_token_ids", "a list of token ids", excerpt(doc["prompt_token_ids"].dump()));
-  }
-  std::size_t i = 0;
-  while (i < got.size() && i < sent.size() && got[i] == sent[i]) ++i;
-  if (i != got.size() || i != sent.size())
-    throw_input_error(where, fmt::format("prompt_token_ids[{}]", i),
-                      fmt::format("the {} sent token ids echoed ({} at index {})", sent.size(),
-                                  i < sent.size() ? std::to_string(sent[i]) : "end", i),
-                      i < got.size() ? std::to_string(got[i]) : fmt::format("end after {} ids", got.size()));
+  check_ids_echoed(doc["prompt_token_ids"], sent, where, "prompt_token_ids");
 }
 
 const json& sglang_meta(const json& doc, const std::string& where) {

@@ -60,7 +60,25 @@ def load_exchanges(path):
     return out
 
 
-class ReplayServer:
+class LocalServer:
+    """An HTTP server on 127.0.0.1 (a free port) in a thread, for `with`; subclasses call listen(Handler)."""
+
+    def listen(self, handler):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *a):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class ReplayServer(LocalServer):
     """Serves `exchanges` (key → response text). `fault(key, n)` (n: how many requests so far, 1-based)
     may return None (serve normally), ("status", code), ("body", text) or ("hang", seconds)."""
 
@@ -104,18 +122,7 @@ class ReplayServer:
             def do_POST(self):
                 self._serve(self.rfile.read(int(self.headers.get("Content-Length", 0))))
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *a):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.listen(Handler)
 
 
 def record(upstream, out_path, port):

@@ -25,12 +25,12 @@ import subprocess
 import tempfile
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
 
-from engine_replay import send_json
+from engine_replay import LocalServer, send_json
 from kc_env import log_softmax
 
 
@@ -47,7 +47,7 @@ _MEMO = {}
 _MEMO_LOCK = threading.Lock()
 
 
-class SglangServer:
+class SglangServer(LocalServer):
     """`fault(kind, n)` (kind: "prefill" when logprob_start_len is 0, else "decode"; n: requests so far,
     1-based) may return None, ("status", code) or ("body", fn(text) -> text)."""
 
@@ -98,18 +98,10 @@ class SglangServer:
                     text = f[1](text)
                 self._send(200, text)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
+        self.listen(Handler)
 
     def __exit__(self, *a):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__exit__(*a)
         self.tmp.cleanup()
 
     # ---- the model ----------------------------------------------------------------------------------
