@@ -15,10 +15,12 @@ expected; then a summary: misses among regressions with true ratio >= 1.25, fals
 
   .venv/bin/python bench/zoo.py [--kerncheck build/src/kerncheck] [--judge BIN] [--work DIR]
       [--model GGUF] [--corpus-args "--decode-last 128"] [--floor-seeds 1,2,3,4] [--floor-study 4,6,8]
-      [--only SUBSTR] [--skip-judge | --no-record] [--json OUT]
+      [--only SUBSTR,…] [--skip-judge | --no-record] [--json OUT]
 
 --corpus-args="…" (with "=": its value starts with --): extra arguments for `corpus build --preset quick` (e.g. "--decode-last 128": a decode-rich
-corpus); each setting gets its own work dir under --work (corpus-quick, corpus-quick_--decode-last_128, …).
+corpus; "--decode-last 128 --segments-per-depth 12": 24 segments, the corpus on which an 8-run floor can
+detect 1.25× in decode and at depth 256, so benign runs PASS, EXPERIMENTS.md); each setting gets its own
+work dir under --work (corpus-quick, corpus-quick_--decode-last_128, …).
 --floor-study M,…: after the zoo, leave-m-out judgments of the benign runs (floor runs and benign cases,
 pooled): each benign run judged against m others of the pool (the next m after it, cyclically); per m,
 how many PASS / INCONCLUSIVE / FAIL and the decode split's MDE × (median, min…max).
@@ -115,7 +117,7 @@ def main() -> int:
     ap.add_argument("--corpus-args", default="", help="extra arguments for `corpus build` (space-separated)")
     ap.add_argument("--floor-seeds", default="1,2,3,4")
     ap.add_argument("--floor-study", default=None, help="floor sizes m for leave-m-out judgments, e.g. 4,6,8")
-    ap.add_argument("--only", default=None, help="only cases whose name contains this")
+    ap.add_argument("--only", default=None, help="only cases whose name contains one of these (comma-separated)")
     ap.add_argument("--skip-judge", action="store_true", help="record and compute true KL only")
     ap.add_argument("--no-record", action="store_true",
                     help="judge only the cases already recorded in --work (the others are listed as skipped)")
@@ -186,7 +188,7 @@ def main() -> int:
     order += first[len(BENIGN):] + BENIGN[len(first):] + [c for c in BUGS if c[0].endswith("+")]
     in_floor = {f"bf16+order={s}" for s in a.floor_seeds.split(",")}
     # A benign case must not be one of the floor's runs (it would be judged against itself).
-    cases = [c for c in order if (a.only is None or a.only in c[0]) and c[2] not in in_floor]
+    cases = [c for c in order if (a.only is None or any(s in c[0] for s in a.only.split(","))) and c[2] not in in_floor]
     rows = []
     print(f"{'case':<16} {'kind':<12} {'true×':>7} {'top-k×':>7} {'verdict':<13} {'expected':<8} variant")
     skipped = []

@@ -951,10 +951,18 @@ JudgeReport judge(const GoldenMeta& golden, const std::string& golden_path, cons
         ov.n_uncertain, opt.min_uncertain));
   for (auto& ft : R.floor_tests)
     if (ft.matters && !(ft.mde_ratio <= opt.mde_target))
+      // The MDE scales with sd ∝ 1/√segments when the spread is sampling noise (v_seg; v_run too
+      // without a run-level offset), so ((MDE× − 1) / (target − 1))² estimates how many times the
+      // segments would reach the target (EXPERIMENTS.md: 8 → 24 segments measured against it).
       R.inconclusive_reasons.push_back(fmt::format(
           "{}: this corpus and floor detect only a {:.3g}× increase of KL mean at {:.0f} % power (need ≤ {}×); "
-          "add noise runs or positions",
-          ft.split, ft.mde_ratio, 100 * opt.power, opt.mde_target));
+          "add noise runs or positions{}",
+          ft.split, ft.mde_ratio, 100 * opt.power, opt.mde_target,
+          std::isfinite(ft.mde_ratio) && opt.mde_target > 1
+              ? fmt::format(" (~{:.1f}× the segments, e.g. corpus build --segments-per-depth, if the floor's "
+                            "spread is sampling noise)",
+                            std::pow((ft.mde_ratio - 1) / (opt.mde_target - 1), 2))
+              : std::string()));
   if (ov.coverage_mass < opt.min_coverage)
     R.inconclusive_reasons.push_back(
         fmt::format("the candidate reported only {:.2f} % of the reference top-{} probability mass (need "

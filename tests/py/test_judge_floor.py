@@ -10,6 +10,7 @@ run or identical noise runs fall back to the fixed limits with a note.
 """
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -185,6 +186,12 @@ def test_power_decides_inconclusive(data):
     assert any("phase decode" in r for r in rep["inconclusive_reasons"])
     matters = {t["split"] for t in rep["floor_test"]["tests"] if t["matters"]}
     assert "phase decode" in matters and "depth 128" in matters
+    # Each reason says how many times the segments would reach the target: ((MDE× − 1) / (target − 1))².
+    for t in rep["floor_test"]["tests"]:
+        if t["matters"] and t["mde_ratio"] > 1.01:
+            why = next(r for r in rep["inconclusive_reasons"] if r.startswith(t["split"] + ":"))
+            got = float(re.search(r"~([0-9.]+)× the segments", why).group(1))
+            assert close(got, ((t["mde_ratio"] - 1) / 0.01) ** 2, rtol=1e-3, atol=0.051), why
 
 
 def test_one_or_identical_noise_runs_fall_back(data):
