@@ -188,7 +188,8 @@ def main() -> int:
     order += first[len(BENIGN):] + BENIGN[len(first):] + [c for c in BUGS if c[0].endswith("+")]
     in_floor = {f"bf16+order={s}" for s in a.floor_seeds.split(",")}
     # A benign case must not be one of the floor's runs (it would be judged against itself).
-    cases = [c for c in order if (a.only is None or any(s in c[0] for s in a.only.split(","))) and c[2] not in in_floor]
+    only = a.only.split(",") if a.only else None
+    cases = [c for c in order if (only is None or any(s in c[0] for s in only)) and c[2] not in in_floor]
     rows = []
     print(f"{'case':<16} {'kind':<12} {'true×':>7} {'top-k×':>7} {'verdict':<13} {'expected':<8} variant")
     skipped = []
