@@ -197,7 +197,8 @@ int run(int argc, char** argv) {
   app.add_option("--repeat", sv.repeat,
                  "--server candidate mode: record N times (the engine's own noise runs for kerncheck test "
                  "--noise); N > 1 writes OUT with .1, .2, … before its extension (c.safetensors → "
-                 "c.1.safetensors, c.2.safetensors), each with metadata repetition = r, repetitions = N")
+                 "c.1.safetensors, c.2.safetensors), each with metadata repetition = r, repetitions = N; rerunning the "
+                 "same command after a failure keeps the runs already written and resumes the next")
       ->capture_default_str();
   app.add_option("--concurrency", sv.concurrency, "--server: segments in flight")->capture_default_str();
   app.add_option("--timeout", sv.timeout_s, "--server: seconds per request")->capture_default_str();

@@ -646,6 +646,27 @@ void record_once(const RecordServerOptions& o, int rep, int n_rep) {
                                {"model", model}, {"data", data_id}, {"top_logprobs", o.top_logprobs},
                                {"phase", o.phase}}
                               .dump();
+  // --repeat after a failure: a repetition already written by this same recording (same golden, engine,
+  // model, phase, K', variant) is kept, so rerunning the command resumes instead of re-recording it.
+  if (n_rep > 1 && !golden_mode && fs::exists(o.out)) {
+    std::optional<Candidate> done;
+    try {
+      done = read_candidate(o.out);
+    } catch (const Error&) {
+    }  // unreadable or foreign: recorded again (the write is atomic)
+    forget_input(o.out);  // read only to decide whether to redo it: replacing it is not clobbering an input
+    auto has = [&](const char* f, const std::string& v) {
+      auto it = done->meta.extra.find(f);
+      return it != done->meta.extra.end() && it->second == v;
+    };
+    if (done && done->meta.golden_checksum == golden->meta.checksum && done->meta.made_by.variant == o.variant &&
+        has("server_record", key) && has("repetition", std::to_string(rep)) &&
+        has("repetitions", std::to_string(n_rep))) {
+      std::printf("  %s: already recorded by this command (repetition %d of %d); kept\n", o.out.c_str(), rep,
+                  n_rep);
+      return;
+    }
+  }
   ResponseCheckpoints ckpt(o.out, key);
   std::vector<std::optional<EngineSequence>> seqs(plans.size());
   CacheStats cache;
@@ -778,6 +799,7 @@ void record_once(const RecordServerOptions& o, int rep, int n_rep) {
     ImportStats st;
     CandidateBuffers buf = candidate_from_engine(*golden, dump, &st);
     CandidateMeta meta = candidate_meta_for(*golden, made_by);
+    meta.extra["server_record"] = key;  // what was asked of which engine (a --repeat rerun keeps a match)
     if (n_rep > 1) {  // which noise run this is (kerncheck test's provenance; docs/engines.md)
       meta.extra["repetition"] = std::to_string(rep);
       meta.extra["repetitions"] = std::to_string(n_rep);

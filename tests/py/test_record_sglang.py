@@ -8,7 +8,8 @@ computes as one decode step over its cached prefix), with full coverage (the gol
 name in token_ids_logprob); the f32 candidate PASSes the f32 golden; golden mode's rows are the top-k of
 the server's rows; the decode steps' cached-token counts are reported; HTTP errors, truncated JSON, a
 wrong echo and missing meta_info fields give exit 3, name the field and write nothing; HTTP 500 is
-retried; an interrupted run resumes from OUT.partial without asking again; --repeat N writes OUT.1 … OUT.N with their repetition in the metadata (SGLang and vLLM).
+retried; an interrupted run resumes from OUT.partial without asking again; --repeat N writes OUT.1 … OUT.N with their repetition in the metadata (SGLang and vLLM), and a rerun
+after a failure keeps the repetitions already written.
 """
 import json
 import os
@@ -214,6 +215,30 @@ def test_repeat_writes_numbered_runs(tmp_path):
     r = kc("record", "--server", "http://127.0.0.1:9", "--api", "sglang", "--corpus", CORPUS, "--repeat", "2",
            "-o", tmp_path / "g.st", check=False)
     assert r.returncode == 3 and "--repeat" in r.stderr
+
+
+def test_repeat_resumes_after_a_failure(tmp_path):
+    """A failure in repetition 2 keeps repetition 1: the rerun asks only for what repetition 2 still lacks."""
+    w = len(windows())
+    with server(fault=lambda k, n: ("status", 503) if n == w + 2 else None) as srv:
+        r = record(srv.url, tmp_path / "c.st", "--phase", "prefill", "--repeat", "2", "--retries", "0")
+    assert r.returncode == 3 and "HTTP 503" in r.stderr
+    assert (tmp_path / "c.1.st").exists() and not (tmp_path / "c.2.st").exists()
+    first = (tmp_path / "c.1.st").read_bytes()
+    with server() as srv:
+        r = record(srv.url, tmp_path / "c.st", "--phase", "prefill", "--repeat", "2")
+        n_requests = len(srv.requests)
+    assert r.returncode == 0, r.stderr
+    assert "already recorded by this command (repetition 1 of 2); kept" in r.stdout
+    assert n_requests == w - 1  # repetition 2's segment 0 came from its checkpoint
+    assert (tmp_path / "c.1.st").read_bytes() == first
+    same_tensors(tmp_path / "c.1.st", tmp_path / "c.2.st")
+    # Another request (here the phase) is another recording: both repetitions are asked for again.
+    with server() as srv:
+        r = record(srv.url, tmp_path / "c.st", "--phase", "both", "--repeat", "2")
+        assert r.returncode == 0, r.stderr
+        assert "kept" not in r.stdout and sum(kind == "prefill" for kind, *_ in srv.requests) == 2 * w
+    assert json.loads(metadata(tmp_path / "c.1.st")["server_record"])["phase"] == "both"
 
 
 def test_repeat_with_the_vllm_fixtures(tmp_path):
