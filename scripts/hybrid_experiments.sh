@@ -7,8 +7,8 @@
 # Environment: KC_BIN (the CLI; default build/src/kerncheck, else `kerncheck` on PATH), PYTHON (default
 # .venv/bin/python: numpy, ml_dtypes, safetensors for the post-processing).
 # Idempotent: a finished file is reused while the model's files are the same (OUT_DIR/model.sha256); a
-# changed model (new weights) clears OUT_DIR's results first. Cost with hybrid-tiny on 2 busy cores:
-# a few minutes.
+# changed model (new weights) clears OUT_DIR's results first. Cost: ~3 min on 2 idle cores (hybrid-mem, 5b
+# included), a few minutes with hybrid-tiny on 2 busy cores.
 #
 # Experiments (numbering as in EXPERIMENTS.md, last part):
 #   0 context: per-token decay alpha of each GDN head (trace --tensors gdn.ba --dump + the model's A_log,
@@ -20,7 +20,8 @@
 #   3 per-layer gdn.state error after one decode step, bf16 base + round:gdn.state=N (and f32 base)
 #   4 KL at the last prefill position, round:gdn.state=N, one call / one block / blocks of 512 and 64
 #   5 KL by decode step over 512 teacher-forced decode steps (trace --decode-last 512) on the 4 windows of a
-#     depth-2048 corpus: round:gdn.state=7 vs f32, bf16+round:gdn.state=7 and =16 vs bf16, bf16 vs f32
+#     depth-2048 corpus: round:gdn.state=7 vs f32, bf16+round:gdn.state=7 and =16 vs bf16, bf16 vs f32;
+#     5b the same over 1536 steps on the first prose and code windows (round:gdn.state=7 vs f32, =16 on bf16)
 set -euo pipefail
 if [ $# -ne 2 ]; then
   echo "usage: $0 MODEL_DIR OUT_DIR" >&2
@@ -159,6 +160,16 @@ for i in 0 1 2 3; do
       --decode-last 512 --tensors gdn.state
   done
 done
+# 5b. The same over 1 536 decode steps (the first prose and code windows, 513 prompt tokens prefilled): does an
+#     error in a state that remembers keep growing past 512 steps, or settle where forgetting balances it?
+for dom in prose code; do
+  for pair in f32:round:gdn.state=7 bf16:bf16+round:gdn.state=16; do
+    ref=${pair%%:*}
+    v=${pair#*:}
+    trace_once "$OUT/decode/long-$dom-${ref}-${v//[:=+]/-}.json" --prompt "$OUT/corpus/prompt-$dom.txt" \
+      --reference "$ref" --variant "$v" --decode-last 1536 --tensors gdn.state
+  done
+done
 log "computed in $(( $(date +%s) - start )) s"
 
 # ---------------------------------------------------------------------------------------------------------
@@ -212,6 +223,11 @@ for k in sorted((k for k in dd if k.startswith("ref/prefill/gdn.ba@")), key=lamb
                       half_life_median=[float(np.median(half[:, h])) for h in range(Hv)]))
     print(f"layer {L}: median alpha per head " + " ".join(f"{v:.3f}" for v in rows0[-1]["alpha_median"])
           + "; median half-life (tokens) " + " ".join(f"{v:.3g}" for v in rows0[-1]["half_life_median"]))
+hl = [(v, r["layer"], h) for r in rows0 for h, v in enumerate(r["half_life_median"])]
+top = max(hl)
+print(f"over the {len(hl)} heads: median half-life {np.median([v for v, _, _ in hl]):.3g} tokens; longest {top[0]:.3g}"
+      f" (layer {top[1]} head {top[2]}); {sum(v >= 10 for v, _, _ in hl)} heads >= 10 tokens,"
+      f" {sum(a <= 0.011 for r in rows0 for a in r['alpha_median'])} with median alpha <= 0.011")
 figs["decay"] = rows0
 
 # 1 ---------------------------------------------------------------------------------------------------------
@@ -349,7 +365,31 @@ for n in ("f32-round-gdn.state-7", "bf16-bf16-round-gdn.state-7", "bf16-bf16-rou
     gr = rows5[n]["growth_last_over_first"]
     print("   last bin / first bin (mean KL): " + ("n/a (KL 0)" if gr is None else f"{gr:.3g}"))
     print(f"   steps with KL exactly 0: {int((kl == 0).sum())} of {kl.size}")
+    st0 = np.mean([[t["prefill"] for t in j["tensors"] if t["name"] == "gdn.state"] for j in js])
+    at = {k: float(st[:, k - 1].mean()) for k in (1, 16, 64, 128, 256, 512)}
+    rows5[n]["state_err_after_prefill"], rows5[n]["state_err_at_step"] = float(st0), at
+    print(f"   state err after prefill {st0:.2e}; at step " + ", ".join(f"{k}: {e:.2e}" for k, e in at.items()))
 figs["decode_growth"] = rows5
+
+print("\n== 5b. The same over 1536 decode steps: the first prose and code windows (2049 tokens, 513 prefilled);"
+      " KL mean and gdn.state rel. error (mean over GDN layers) in 256-step bins")
+rows5b = {}
+for dom in ("prose", "code"):
+    for n in ("f32-round-gdn.state-7", "bf16-bf16-round-gdn.state-16"):
+        j = json.loads((out / "decode" / f"long-{dom}-{n}.json").read_text())
+        kl = np.array([d["kl"] for d in j["logits"]["decode"]])
+        st = np.array([np.mean([t["decode"][k] for t in j["tensors"] if t["name"] == "gdn.state"])
+                       for k in range(len(j["decoded"]))])
+        bins = [dict(steps=f"{lo + 1}-{lo + 256}", mean=float(kl[lo:lo + 256].mean()),
+                     state_err=float(st[lo:lo + 256].mean())) for lo in range(0, len(kl), 256)]
+        first, last = bins[0]["mean"], bins[-1]["mean"]
+        rows5b[f"{dom}/{n}"] = dict(bins=bins, growth_last_over_first=last / first if first > 0 else None)
+        print(f"{dom}: {j['reference']} -> {j['variant']} ({len(kl)} steps)")
+        print("   steps       " + " ".join(f"{b['steps']:>9}" for b in bins))
+        print("   KL mean     " + " ".join(f"{b['mean']:9.2e}" for b in bins))
+        print("   state err   " + " ".join(f"{b['state_err']:9.2e}" for b in bins))
+        print("   last bin / first bin (mean KL): " + ("n/a (KL 0)" if first == 0 else f"{last / first:.3g}"))
+figs["decode_growth_1536"] = rows5b
 (out / "figures.json").write_text(json.dumps(figs, indent=1))
 print(f"\nfigures: {out / 'figures.json'}")
 EOF
