@@ -343,12 +343,17 @@ figs["kl_last_prefill"] = rows4
 # 5 ---------------------------------------------------------------------------------------------------------
 print("\n== 5. KL(reference || variant) by decode step: 4 windows of 2049 tokens (2 prose, 2 code), the last 512"
       " decoded teacher-forced; mean over the windows in 64-step bins; gdn.state rel. error (mean over GDN layers)")
+def state_err(j):
+    """gdn.state relative error per decode step of one trace JSON, mean over the GDN layers."""
+    return np.array([np.mean([t["decode"][k] for t in j["tensors"] if t["name"] == "gdn.state"])
+                     for k in range(len(j["decoded"]))])
+
+
 rows5 = {}
 for n in ("f32-round-gdn.state-7", "bf16-bf16-round-gdn.state-7", "bf16-bf16-round-gdn.state-16", "f32-bf16"):
     js = [json.loads((out / "decode" / f"seg{i}-{n}.json").read_text()) for i in range(4)]
     kl = np.array([[d["kl"] for d in j["logits"]["decode"]] for j in js])  # [segment, step]
-    st = np.array([[np.mean([t["decode"][k] for t in j["tensors"] if t["name"] == "gdn.state"])
-                    for k in range(len(j["decoded"]))] for j in js])
+    st = np.array([state_err(j) for j in js])
     kl0 = [j["logits"]["prefill"]["kl"] for j in js]
     bins = []
     for lo in range(0, kl.shape[1], 64):
@@ -378,8 +383,7 @@ for dom in ("prose", "code"):
     for n in ("f32-round-gdn.state-7", "bf16-bf16-round-gdn.state-16"):
         j = json.loads((out / "decode" / f"long-{dom}-{n}.json").read_text())
         kl = np.array([d["kl"] for d in j["logits"]["decode"]])
-        st = np.array([np.mean([t["decode"][k] for t in j["tensors"] if t["name"] == "gdn.state"])
-                       for k in range(len(j["decoded"]))])
+        st = state_err(j)
         bins = [dict(steps=f"{lo + 1}-{lo + 256}", mean=float(kl[lo:lo + 256].mean()),
                      state_err=float(st[lo:lo + 256].mean())) for lo in range(0, len(kl), 256)]
         first, last = bins[0]["mean"], bins[-1]["mean"]
