@@ -201,6 +201,12 @@ def test_one_or_identical_noise_runs_fall_back(data):
     rep, p = report(d, "ok", ["n0", "n0"], rc=0)
     assert rep["floor_test"]["tests"] == [] and any("identical" in n for n in rep["notes"])
     assert "note: " in p.stdout
+    # m identical runs, and a candidate identical to them (a batch-invariant engine: seen with vLLM's bf16
+    # CPU build): the runs' mean and variance must be exactly the value and 0, not rounding noise whose
+    # ratio is an arbitrary t (it was ±0.85 with 6 runs of vLLM).
+    for m in range(3, 9):
+        rep, _ = report(d, "n0", ["n0"] * m, rc=0)
+        assert rep["floor_test"]["tests"] == [] and any("identical" in n for n in rep["notes"]), m
 
 
 def test_mismatched_floor_is_refused_or_said_loudly(data):
