@@ -88,7 +88,9 @@ do_start() {
     >"$log" 2>&1 </dev/null &
   echo $! >"$pidfile"
   local limit="${KC_VLLM_START_TIMEOUT:-600}"
-  until curl -sf "$url/health" >/dev/null 2>&1; do
+  # The venv's Python asks, not curl: a fresh Debian has no curl binary (libcurl4-openssl-dev is the library).
+  until "$venv/bin/python" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' \
+      "$url/health" >/dev/null 2>&1; do
     if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
       echo "vllm_cpu: the server exited during start-up; its log ($log):" >&2; tail -n 30 "$log" >&2
       rm -f "$pidfile"; exit 1
