@@ -31,6 +31,7 @@ struct RecordArgs {
   std::string model, corpus, tokenizer;  // --model mode
   std::vector<std::string> round;        // --model mode: NAME[@LAYER]=BITS, appended as round: terms
   int prefill_block = 0;
+  int batch = 0;  // --model mode: segments decoded together (0: the default)
   bool allow_other_model = false;
   std::string logits_out;  // --model candidate mode
   kc::RecordServerOptions server;  // --server mode
@@ -56,6 +57,7 @@ int record_with_model(const RecordArgs& a, const std::string& cmdline) {
   o.out = a.out;
   o.variant = variant_spec(a);
   o.prefill_block = a.prefill_block;
+  o.batch = a.batch;
   o.command_line = cmdline;
   o.k = a.k;
   o.allow_other_model = a.allow_other_model;
@@ -76,10 +78,10 @@ int record_with_model(const RecordArgs& a, const std::string& cmdline) {
 int record_with_server(RecordArgs& a, const std::string& cmdline) {
   if (!a.tokens.empty() || !a.segments.empty() || !a.positions.empty() || !a.tokenizer_id.empty() ||
       !a.corpus_id.empty() || !a.tokenizer.empty() || a.allow_other_model || !a.round.empty() ||
-      a.prefill_block != 0 || !a.logits_out.empty())
+      a.prefill_block != 0 || !a.logits_out.empty() || a.batch != 0)
     kc::fail("--server: expected the tokens and segments from --corpus/--golden alone, got one of --tokens, "
              "--segments, --positions, --tokenizer*, --corpus-id, --allow-other-model, --round, --prefill-block, "
-             "--logits-out (drop it)");
+             "--logits-out, --batch (drop it)");
   kc::RecordServerOptions& o = a.server;
   o.corpus = a.corpus;
   o.golden = a.golden;
@@ -164,6 +166,12 @@ int run(int argc, char** argv) {
                  "with --model: feed each segment's prefill in calls of N tokens (0 = one call); recorded "
                  "in the metadata")
       ->capture_default_str();
+  app.add_option("--batch", a.batch,
+                 "with --model: segments whose decode steps run together, one GEMM row each (0 = as many as "
+                 "fit: up to 32 segments and 16384 positions; 1 = one segment at a time). The file is the same "
+                 "for any value")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
   app.add_option("--model", a.model, "run kerncheck's f32 engine: a .gguf or an HF checkpoint folder")
       ->check(CLI::ExistingPath);
   app.add_option("--corpus", a.corpus, "--model golden mode: the corpus (kerncheck corpus build)")
@@ -221,10 +229,10 @@ int run(int argc, char** argv) {
     return record_with_model(a, cmdline);
   }
   if (!a.corpus.empty() || !a.tokenizer.empty() || a.allow_other_model || !a.round.empty() ||
-      a.prefill_block != 0 || !a.logits_out.empty())
+      a.prefill_block != 0 || !a.logits_out.empty() || a.batch != 0)
     kc::fail(
-        "--corpus, --tokenizer, --allow-other-model, --round, --prefill-block, --logits-out: expected with --model "
-        "MODEL, got no --model");
+        "--corpus, --tokenizer, --allow-other-model, --round, --prefill-block, --logits-out, --batch: expected "
+        "with --model MODEL, got no --model");
   if (a.from_logits.empty())
     kc::fail("--from-logits: expected a source (--from-logits LOGITS or --model MODEL; see kerncheck record --help), "
              "got none");

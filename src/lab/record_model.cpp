@@ -105,6 +105,7 @@ struct Loaded {
 Loaded load_model(const RecordModelOptions& o) {
   const Variant variant = parse_variant(o.variant, "--variant");  // bad syntax fails before the slow load
   if (o.prefill_block < 0) fail("--prefill-block: expected 0 (one call) or a block size ≥ 1, got {}", o.prefill_block);
+  if (o.batch < 0) fail("--batch: expected 0 (the default) or a number of segments ≥ 1, got {}", o.batch);
   const std::string tok_src = tokenizer_source(o.model, o.tokenizer);
   Tokenizer tok = load_tokenizer(tok_src);
   Loaded L;
@@ -115,6 +116,17 @@ Loaded load_model(const RecordModelOptions& o) {
   L.variant = to_string(variant);
   L.usage = apply_variant(*L.model, variant);
   return L;
+}
+
+std::int64_t stop_after() {
+  const char* s = std::getenv("KC_RECORD_STOP_AFTER");
+  return s && *s ? std::atoll(s) : -1;
+}
+
+[[noreturn]] void interrupted(const std::string& out, std::int64_t n) {
+  fail("interrupted after {} segment(s) (KC_RECORD_STOP_AFTER); rerun the same command to resume from "
+       "{}.partial/",
+       n, out);
 }
 
 // Progress on stderr: a bar with ETA on a terminal, else one line per segment.
@@ -148,31 +160,88 @@ class Progress {
   std::chrono::steady_clock::time_point t0_;
 };
 
-// Runs the engine over one job; rows(pos0, rows, logits) gets segment-local positions.
-// prefill_block > 0 feeds the prefill in calls of that many tokens (state stored between calls).
-void run_job(const CausalLM& m, const Job& j, int prefill_block,
-             const std::function<void(std::int64_t, std::int64_t, std::span<const float>)>& rows) {
-  auto state = m.new_state();
-  SequenceState& st = *state;
-  const auto prompt = std::span<const std::int32_t>(j.window).first(j.n_prefill);
-  const std::size_t block = prefill_block > 0 ? static_cast<std::size_t>(prefill_block) : prompt.size();
-  for (std::size_t b = 0; b < prompt.size(); b += block)
-    m.prefill(st, prompt.subspan(b, std::min(block, prompt.size() - b)),
-              [&](std::size_t pos0, std::size_t r, std::span<const float> lg) {
-                rows(static_cast<std::int64_t>(pos0), static_cast<std::int64_t>(r), lg);
-              });
-  // Decode rows are batched a few at a time for the (parallel) scoring.
-  constexpr std::int64_t kBatch = 16;
-  std::vector<float> buf;
-  std::int64_t first = j.n_prefill;
-  for (std::int64_t p = j.n_prefill; p < j.depth; ++p) {
-    std::vector<float> lg = m.decode(st, j.window[p]);
-    buf.insert(buf.end(), lg.begin(), lg.end());
-    if (p - first + 1 == kBatch || p + 1 == j.depth) {
-      rows(first, p - first + 1, buf);
-      buf.clear();
-      first = p + 1;
+using RowsFn = std::function<void(std::size_t job, std::int64_t pos0, std::int64_t rows, std::span<const float>)>;
+
+// Runs the engine over a batch of jobs; rows(i, pos0, n, logits) gets batch[i]'s rows at segment-local
+// positions. Each job's prompt is one prefill (prefill_block > 0: calls of that many tokens, state stored
+// between calls); then the decode steps of all jobs run together, one decode_batch per step (GEMMs of one
+// row per sequence instead of a GEMV per token: the weights are read once per step, not once per token).
+// Every row is bitwise what a batch of one gives (CausalLM::decode_batch), so a file does not depend on the
+// batch size. Decode rows go to `rows` up to 16 at a time per job, for the (parallel) scoring.
+void run_batch(const CausalLM& m, std::span<const Job* const> batch, int prefill_block, const RowsFn& rows) {
+  std::vector<std::unique_ptr<SequenceState>> states;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const Job& j = *batch[i];
+    states.push_back(m.new_state());
+    const auto prompt = std::span<const std::int32_t>(j.window).first(j.n_prefill);
+    const std::size_t block = prefill_block > 0 ? static_cast<std::size_t>(prefill_block) : prompt.size();
+    for (std::size_t b = 0; b < prompt.size(); b += block)
+      m.prefill(*states[i], prompt.subspan(b, std::min(block, prompt.size() - b)),
+                [&](std::size_t pos0, std::size_t r, std::span<const float> lg) {
+                  rows(i, static_cast<std::int64_t>(pos0), static_cast<std::int64_t>(r), lg);
+                });
+  }
+  constexpr std::int64_t kFlushRows = 16;
+  const std::size_t V = m.vocab_size();
+  std::vector<std::vector<float>> buf(batch.size());
+  std::vector<SequenceState*> live;
+  std::vector<std::size_t> who;
+  std::vector<std::int32_t> tokens;
+  for (std::int64_t step = 0;; ++step) {
+    live.clear(), who.clear(), tokens.clear();
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      if (batch[i]->n_prefill + step < batch[i]->depth) {
+        live.push_back(states[i].get()), who.push_back(i);
+        tokens.push_back(batch[i]->window[static_cast<std::size_t>(batch[i]->n_prefill + step)]);
+      }
+    if (live.empty()) break;
+    const std::vector<float> lg = m.decode_batch(live, tokens);  // [live, V]
+    for (std::size_t r = 0; r < who.size(); ++r) {
+      const Job& j = *batch[who[r]];
+      auto& bf = buf[who[r]];
+      bf.insert(bf.end(), lg.begin() + r * V, lg.begin() + (r + 1) * V);
+      const std::int64_t p = j.n_prefill + step, n = static_cast<std::int64_t>(bf.size() / V);
+      if (n == kFlushRows || p + 1 == j.depth) {
+        rows(who[r], p + 1 - n, n, bf);
+        bf.clear();
+      }
     }
+  }
+}
+
+// Runs every job that `reuse` did not fill from a checkpoint, in batches of up to `batch` segments
+// (0: kDefaultBatchSegments) and kBatchPositions positions (run_batch; one segment always fits), and hands
+// each finished job to `done` (which checkpoints it), in order.
+void run_jobs(const CausalLM& m, const std::vector<Job>& jobs, int prefill_block, int batch, const std::string& out,
+              const std::function<bool(const Job&)>& reuse, const RowsFn& rows,
+              const std::function<void(const Job&)>& done, Progress& prog) {
+  const std::int64_t stop = stop_after();
+  std::int64_t computed = 0;
+  std::vector<const Job*> todo;
+  for (const Job& j : jobs)
+    if (reuse(j))
+      prog.segment_done(static_cast<std::size_t>(j.index), j.depth, true);
+    else
+      todo.push_back(&j);
+  for (std::size_t b = 0; b < todo.size();) {
+    if (stop >= 0 && computed >= stop) interrupted(out, computed);
+    std::size_t e = b + 1;
+    std::int64_t positions = todo[b]->depth;
+    const std::size_t most = static_cast<std::size_t>(batch > 0 ? batch : kDefaultBatchSegments);
+    while (e < todo.size() && e - b < most && positions + todo[e]->depth <= kBatchPositions &&
+           (stop < 0 || computed + static_cast<std::int64_t>(e - b) < stop))
+      positions += todo[e++]->depth;
+    const std::span<const Job* const> batch(todo.data() + b, e - b);
+    run_batch(m, batch, prefill_block,
+              [&](std::size_t i, std::int64_t p0, std::int64_t r, std::span<const float> lg) {
+                rows(static_cast<std::size_t>(batch[i] - jobs.data()), p0, r, lg);
+              });
+    for (const Job* j : batch) {
+      done(*j);
+      ++computed;
+      prog.segment_done(static_cast<std::size_t>(j->index), j->depth, false);
+    }
+    b = e;
   }
 }
 
@@ -309,17 +378,6 @@ class Checkpoints {
   std::string dir_, key_;
 };
 
-std::int64_t stop_after() {
-  const char* s = std::getenv("KC_RECORD_STOP_AFTER");
-  return s && *s ? std::atoll(s) : -1;
-}
-
-[[noreturn]] void interrupted(const std::string& out, std::int64_t n) {
-  fail("interrupted after {} segment(s) (KC_RECORD_STOP_AFTER); rerun the same command to resume from "
-       "{}.partial/",
-       n, out);
-}
-
 // Key of a run: what must match for checkpoints to be reused.
 std::string run_key(const RecordModelOptions& o, const std::string& mode, const std::string& model_id,
                     const std::string& data_id) {
@@ -355,56 +413,57 @@ void record_golden_with_model(const RecordModelOptions& o) {
   }
   Checkpoints ck(o.out, run_key(o, "golden", L.identity, c.identity()));
   Progress prog(start, jobs.size());
+  const std::size_t k = static_cast<std::size_t>(o.k);
+  std::vector<GoldenBuffers> per(jobs.size());  // each segment's rows
+  for (auto& g : per) g.k = o.k;
+  auto reuse = [&](const Job& j) {
+    auto ckf = ck.open(j.index);
+    if (!ckf) return false;
+    GoldenBuffers& g = per[static_cast<std::size_t>(j.index)];
+    if (golden_checkpoint_rows(*ckf, static_cast<std::size_t>(j.depth), k, g)) return true;
+    ck.discard(j.index, "tensors of another shape"), g = GoldenBuffers(), g.k = o.k;
+    return false;
+  };
+  auto rows = [&](std::size_t ji, std::int64_t p0, std::int64_t r, std::span<const float> lg) {
+    const Job& j = jobs[ji];
+    CorpusLayout lay;
+    for (std::int64_t p = p0; p < p0 + r; ++p) {
+      lay.segment.push_back(j.index);
+      lay.depth.push_back(static_cast<std::int32_t>(p + 1));
+      lay.phase.push_back(p >= j.n_prefill ? 1 : 0);
+    }
+    GoldenBuffers part = record_golden(wrap_logits(lg, r, V, fmt::format("{} segment {}", o.model, j.index)),
+                                       std::span<const std::int32_t>(j.window).subspan(p0 + 1, r), lay, o.k);
+    GoldenBuffers& g = per[ji];
+    append(g.top_ids, part.top_ids), append(g.top_logprobs, part.top_logprobs);
+    append(g.other_logprob, part.other_logprob), append(g.token, part.token);
+    append(g.token_logprob, part.token_logprob), append(g.segment, part.segment);
+    append(g.depth, part.depth), append(g.phase, part.phase), append(g.flags, part.flags);
+  };
+  auto done = [&](const Job& j) {
+    const GoldenBuffers& g = per[static_cast<std::size_t>(j.index)];
+    const std::size_t n = static_cast<std::size_t>(j.depth);
+    KC_ASSERT(g.size() == n, "segment {}: {} rows, expected {}", j.index, g.size(), n);
+    L.usage->check("--variant");  // a round: term that met no tensor fails before anything is kept
+    const auto N = static_cast<std::int64_t>(n), K = static_cast<std::int64_t>(k);
+    ck.write(j.index, {{"top_ids", vec_tensor(DType::int32, {N, K}, g.top_ids, "top_ids")},
+                       {"top_logprobs", vec_tensor(DType::float32, {N, K}, g.top_logprobs, "top_logprobs")},
+                       {"other_logprob", vec_tensor(DType::float32, {N}, g.other_logprob, "other_logprob")},
+                       {"token", vec_tensor(DType::int32, {N}, g.token, "token")},
+                       {"token_logprob", vec_tensor(DType::float32, {N}, g.token_logprob, "token_logprob")},
+                       {"segment", vec_tensor(DType::int32, {N}, g.segment, "segment")},
+                       {"depth", vec_tensor(DType::int32, {N}, g.depth, "depth")},
+                       {"phase", vec_tensor(DType::uint8, {N}, g.phase, "phase")},
+                       {"flags", vec_tensor(DType::uint8, {N}, g.flags, "flags")}});
+  };
+  run_jobs(*L.model, jobs, o.prefill_block, o.batch, o.out, reuse, rows, done, prog);
   GoldenBuffers all;
   all.k = o.k;
-  const std::int64_t stop = stop_after();
-  std::int64_t computed = 0;
-  for (const Job& j : jobs) {
-    GoldenBuffers g;
-    g.k = o.k;
-    const std::size_t n = static_cast<std::size_t>(j.depth), k = static_cast<std::size_t>(o.k);
-    bool reused = false;
-    if (auto ckf = ck.open(j.index)) {
-      reused = golden_checkpoint_rows(*ckf, n, k, g);
-      if (!reused) ck.discard(j.index, "tensors of another shape"), g = GoldenBuffers(), g.k = o.k;
-    }
-    if (!reused) {
-      if (stop >= 0 && computed >= stop) interrupted(o.out, computed);
-      run_job(*L.model, j, o.prefill_block, [&](std::int64_t p0, std::int64_t r, std::span<const float> lg) {
-        CorpusLayout lay;
-        for (std::int64_t p = p0; p < p0 + r; ++p) {
-          lay.segment.push_back(j.index);
-          lay.depth.push_back(static_cast<std::int32_t>(p + 1));
-          lay.phase.push_back(p >= j.n_prefill ? 1 : 0);
-        }
-        GoldenBuffers part =
-            record_golden(wrap_logits(lg, r, V, fmt::format("{} segment {}", o.model, j.index)),
-                          std::span<const std::int32_t>(j.window).subspan(p0 + 1, r), lay, o.k);
-        append(g.top_ids, part.top_ids), append(g.top_logprobs, part.top_logprobs);
-        append(g.other_logprob, part.other_logprob), append(g.token, part.token);
-        append(g.token_logprob, part.token_logprob), append(g.segment, part.segment);
-        append(g.depth, part.depth), append(g.phase, part.phase), append(g.flags, part.flags);
-      });
-      KC_ASSERT(g.size() == n, "segment {}: {} rows, expected {}", j.index, g.size(), n);
-      L.usage->check("--variant");  // a round: term that met no tensor fails before anything is kept
-      const auto N = static_cast<std::int64_t>(n), K = static_cast<std::int64_t>(k);
-      ck.write(j.index,
-                        {{"top_ids", vec_tensor(DType::int32, {N, K}, g.top_ids, "top_ids")},
-                         {"top_logprobs", vec_tensor(DType::float32, {N, K}, g.top_logprobs, "top_logprobs")},
-                         {"other_logprob", vec_tensor(DType::float32, {N}, g.other_logprob, "other_logprob")},
-                         {"token", vec_tensor(DType::int32, {N}, g.token, "token")},
-                         {"token_logprob", vec_tensor(DType::float32, {N}, g.token_logprob, "token_logprob")},
-                         {"segment", vec_tensor(DType::int32, {N}, g.segment, "segment")},
-                         {"depth", vec_tensor(DType::int32, {N}, g.depth, "depth")},
-                         {"phase", vec_tensor(DType::uint8, {N}, g.phase, "phase")},
-                         {"flags", vec_tensor(DType::uint8, {N}, g.flags, "flags")}});
-      ++computed;
-    }
+  for (const GoldenBuffers& g : per) {
     append(all.top_ids, g.top_ids), append(all.top_logprobs, g.top_logprobs);
     append(all.other_logprob, g.other_logprob), append(all.token, g.token);
     append(all.token_logprob, g.token_logprob), append(all.segment, g.segment);
     append(all.depth, g.depth), append(all.phase, g.phase), append(all.flags, g.flags);
-    prog.segment_done(static_cast<std::size_t>(j.index), j.depth, reused);
   }
   GoldenMeta m;
   m.k = o.k;
@@ -527,47 +586,49 @@ void record_candidate_with_model(const RecordModelOptions& o) {
   std::optional<NpyRowWriter> logits_out;
   if (!o.logits_out.empty()) logits_out.emplace(o.logits_out, g.meta.n, V);
   Progress prog(g.meta.n, jobs.size());
+  const std::size_t k = static_cast<std::size_t>(g.meta.k);
+  std::vector<CandidateBuffers> per(jobs.size());  // each segment's rows
+  for (auto& c : per) c.k = g.meta.k;
+  auto reuse = [&](const Job& j) {
+    if (logits_out) return false;  // --logits-out needs every row computed
+    auto ckf = ck.open(j.index);
+    if (!ckf) return false;
+    CandidateBuffers& c = per[static_cast<std::size_t>(j.index)];
+    if (candidate_checkpoint_rows(*ckf, static_cast<std::size_t>(j.depth), k, c)) return true;
+    ck.discard(j.index, "tensors of another shape"), c = CandidateBuffers(), c.k = g.meta.k;
+    return false;
+  };
+  auto rows = [&](std::size_t ji, std::int64_t p0, std::int64_t r, std::span<const float> lg) {
+    const Job& j = jobs[ji];
+    if (logits_out) logits_out->rows(j.start + p0, lg.first(static_cast<std::size_t>(r * V)));
+    CandidateBuffers part = record_candidate(wrap_logits(lg, r, V, fmt::format("{} segment {}", o.model, j.index)),
+                                             g, j.start + p0, j.start + p0 + r);
+    CandidateBuffers& c = per[ji];
+    append(c.logprobs_at_ref, part.logprobs_at_ref), append(c.other_logprob, part.other_logprob);
+    append(c.top1_id, part.top1_id), append(c.top1_logprob, part.top1_logprob);
+    append(c.token_logprob, part.token_logprob), append(c.flags, part.flags);
+  };
+  auto done = [&](const Job& j) {
+    const CandidateBuffers& c = per[static_cast<std::size_t>(j.index)];
+    const std::size_t n = static_cast<std::size_t>(j.depth);
+    KC_ASSERT(c.size() == n, "segment {}: {} rows, expected {}", j.index, c.size(), n);
+    L.usage->check("--variant");
+    const auto N = static_cast<std::int64_t>(n), K = static_cast<std::int64_t>(k);
+    ck.write(j.index,
+             {{"logprobs_at_ref", vec_tensor(DType::float32, {N, K}, c.logprobs_at_ref, "logprobs_at_ref")},
+              {"other_logprob", vec_tensor(DType::float32, {N}, c.other_logprob, "other_logprob")},
+              {"top1_id", vec_tensor(DType::int32, {N}, c.top1_id, "top1_id")},
+              {"top1_logprob", vec_tensor(DType::float32, {N}, c.top1_logprob, "top1_logprob")},
+              {"token_logprob", vec_tensor(DType::float32, {N}, c.token_logprob, "token_logprob")},
+              {"flags", vec_tensor(DType::uint8, {N}, c.flags, "flags")}});
+  };
+  run_jobs(*L.model, jobs, o.prefill_block, o.batch, o.out, reuse, rows, done, prog);
   CandidateBuffers all;
   all.k = g.meta.k;
-  const std::int64_t stop = stop_after();
-  std::int64_t computed = 0;
-  const std::size_t k = static_cast<std::size_t>(g.meta.k);
-  for (const Job& j : jobs) {
-    CandidateBuffers c;
-    c.k = g.meta.k;
-    const std::size_t n = static_cast<std::size_t>(j.depth);
-    bool reused = false;
-    if (auto ckf = logits_out ? std::nullopt : ck.open(j.index)) {  // --logits-out needs every row computed
-      reused = candidate_checkpoint_rows(*ckf, n, k, c);
-      if (!reused) ck.discard(j.index, "tensors of another shape"), c = CandidateBuffers(), c.k = g.meta.k;
-    }
-    if (!reused) {
-      if (stop >= 0 && computed >= stop) interrupted(o.out, computed);
-      run_job(*L.model, j, o.prefill_block, [&](std::int64_t p0, std::int64_t r, std::span<const float> lg) {
-        if (logits_out) logits_out->rows(j.start + p0, lg.first(static_cast<std::size_t>(r * V)));
-        CandidateBuffers part = record_candidate(wrap_logits(lg, r, V, fmt::format("{} segment {}", o.model, j.index)),
-                                                 g, j.start + p0, j.start + p0 + r);
-        append(c.logprobs_at_ref, part.logprobs_at_ref), append(c.other_logprob, part.other_logprob);
-        append(c.top1_id, part.top1_id), append(c.top1_logprob, part.top1_logprob);
-        append(c.token_logprob, part.token_logprob), append(c.flags, part.flags);
-      });
-      KC_ASSERT(c.size() == n, "segment {}: {} rows, expected {}", j.index, c.size(), n);
-      L.usage->check("--variant");
-      const auto N = static_cast<std::int64_t>(n), K = static_cast<std::int64_t>(k);
-      ck.write(
-          j.index,
-          {{"logprobs_at_ref", vec_tensor(DType::float32, {N, K}, c.logprobs_at_ref, "logprobs_at_ref")},
-           {"other_logprob", vec_tensor(DType::float32, {N}, c.other_logprob, "other_logprob")},
-           {"top1_id", vec_tensor(DType::int32, {N}, c.top1_id, "top1_id")},
-           {"top1_logprob", vec_tensor(DType::float32, {N}, c.top1_logprob, "top1_logprob")},
-           {"token_logprob", vec_tensor(DType::float32, {N}, c.token_logprob, "token_logprob")},
-           {"flags", vec_tensor(DType::uint8, {N}, c.flags, "flags")}});
-      ++computed;
-    }
+  for (const CandidateBuffers& c : per) {
     append(all.logprobs_at_ref, c.logprobs_at_ref), append(all.other_logprob, c.other_logprob);
     append(all.top1_id, c.top1_id), append(all.top1_logprob, c.top1_logprob);
     append(all.token_logprob, c.token_logprob), append(all.flags, c.flags);
-    prog.segment_done(static_cast<std::size_t>(j.index), j.depth, reused);
   }
   CandidateMeta m = candidate_meta_for(g, {engine_name(*L.model), L.variant, o.command_line});
   m.extra[kPrefillBlockKey] = std::to_string(o.prefill_block);

@@ -2,7 +2,9 @@
 // (docs/corpus.md). Per segment: one prefill of the first depth − decode_last tokens (those positions are
 // phase prefill; with prefill_block = N fed in calls of N tokens), then the last decode_last tokens decoded
 // one at a time through the KV cache (phase decode); each row goes through record_logits' top-k /
-// log-softmax code. The engine runs the precision variant `variant` (model/variant.h, docs/lab.md; empty =
+// log-softmax code. Segments run in batches: their decode steps go through CausalLM::decode_batch together
+// (one GEMM row per segment), which gives every row the bits of a batch of one, so the file is the same
+// for any batch size. The engine runs the precision variant `variant` (model/variant.h, docs/lab.md; empty =
 // the f32 reference); its canonical form goes into the file's `variant` metadata.
 //
 // Resumable: finished segments are checkpointed under OUT.partial/ (one file per segment, written
@@ -21,6 +23,11 @@
 
 namespace kc {
 
+// Segments decoded together by default, and the most positions a batch may hold (their KV caches live at
+// once: SmolLM2 keeps 46 KB per position, so 16 384 positions are ~750 MB).
+inline constexpr int kDefaultBatchSegments = 32;
+inline constexpr std::int64_t kBatchPositions = 16384;
+
 struct RecordModelOptions {
   std::string model, tokenizer;   // tokenizer: default the model's (GGUF metadata, folder/tokenizer.json)
   std::string corpus, golden;     // golden mode: corpus; candidate mode: golden
@@ -29,6 +36,8 @@ struct RecordModelOptions {
   int k = 20;
   int prefill_block = 0;           // 0: one prefill call per segment; N: calls of N tokens (metadata
                                    // kerncheck.prefill_block; a hybrid stores its state between blocks)
+  int batch = 0;                   // segments decoded together (0: kDefaultBatchSegments within
+                                   // kBatchPositions; 1: one at a time); the file does not depend on it
   bool allow_other_model = false;  // candidate mode: accept a model whose identity differs from the golden's
   std::string logits_out;          // candidate mode: also write every position's full logits, f32 [N, vocab]
                                    // .npy in golden order (true full-vocabulary KL, bench/zoo.py); no reuse

@@ -31,7 +31,9 @@ struct LinearOp {
   std::size_t n = 0;
   float* y = nullptr;
   const float* bias = nullptr;
-  // The same matrix in the file's ggml blocks (or nullptr / q->data == nullptr): used for one row (decode).
+  // The same matrix in the file's ggml blocks (or nullptr / q->data == nullptr): when set, the product runs on
+  // the blocks (quant_gemv, each row as a single-row GEMV), else on the f32 weights. The model sets it for
+  // rows that are one-token steps (decode, a batch of decode steps, a 1-token prefill chunk).
   const QuantMatrix* q = nullptr;
   const std::uint32_t* row_map = nullptr;  // q's row of output row r (nullptr: r)
   float* residual = nullptr;               // rows only: residual[m, n] += y (inside the GEMM's tiles)
@@ -40,7 +42,7 @@ struct LinearOp {
 
 struct EngineBackend {
   const char* name;
-  // GEMM of several weights applied to the same x in one parallel region. m == 1 with q: quant_gemv (ops
+  // GEMM of several weights applied to the same x in one parallel region. With q: quant_gemv of m rows (ops
   // that all have q share one region); packed: engine::packed_gemm (sched: order and bf16_every); rows:
   // engine::gemm_rows (sched.order).
   void (*linear)(const float* x, std::size_t m, std::size_t k, std::span<const LinearOp> ops,
@@ -64,6 +66,10 @@ struct EngineBackend {
                               std::size_t rot_dim, const float* cos_t, const float* sin_t);
   // Causal GQA attention over the KV cache (engine_ops.h attention_causal).
   void (*attention_causal)(const float* q, std::size_t T, std::size_t pos0, const float* k, const float* v,
+                           const engine::AttentionShape& shape, float* out, const engine::TensorHook* hook,
+                           int layer, const engine::KernelOptions& opt);
+  // One query row per sequence over each sequence's own cache (engine_ops.h attention_decode).
+  void (*attention_decode)(const float* q, std::span<const engine::AttentionSeq> seqs,
                            const engine::AttentionShape& shape, float* out, const engine::TensorHook* hook,
                            int layer, const engine::KernelOptions& opt);
   // Gated DeltaNet (engine_gdn.h).

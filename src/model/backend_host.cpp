@@ -9,14 +9,16 @@
 namespace kc {
 namespace {
 
-bool use_quant(const LinearOp& op, std::size_t m, std::size_t k) {
-  if (m != 1 || !op.q || !op.q->data) return false;
+bool use_quant(const LinearOp& op, std::size_t k) {
+  if (!op.q || !op.q->data) return false;
   KC_ASSERT(op.q->rows == op.n && op.q->cols == k, "linear: quantized [{}, {}] for [{}, {}]", op.q->rows,
             op.q->cols, op.n, k);
   return true;
 }
 
-QuantGemv quant_job(const LinearOp& op, const float* x) { return {*op.q, x, op.y, op.row_map, op.bias}; }
+QuantGemv quant_job(const LinearOp& op, const float* x, std::size_t m) {
+  return {*op.q, x, op.y, op.row_map, op.bias, m};
+}
 
 void host_linear(const float* x, std::size_t m, std::size_t k, std::span<const LinearOp> ops,
                  const engine::GemmSchedule& sched) {
@@ -25,8 +27,8 @@ void host_linear(const float* x, std::size_t m, std::size_t k, std::span<const L
   std::vector<engine::RowGemmOp> rows;
   for (const auto& op : ops) {
     KC_ASSERT(!op.packed != !op.rows, "linear: exactly one of packed and rows");
-    if (use_quant(op, m, k)) {
-      quant.push_back(quant_job(op, x));
+    if (use_quant(op, k)) {
+      quant.push_back(quant_job(op, x, m));
     } else if (op.packed) {
       KC_ASSERT(op.packed->rows() == op.n && op.packed->cols() == k, "linear: weight [{}, {}] for [{}, {}]",
                 op.packed->rows(), op.packed->cols(), op.n, k);
@@ -68,6 +70,7 @@ const EngineBackend& host_backend() {
       .rope_rotate_half = engine::rope_rotate_half,
       .rope_adjacent_pairs = engine::rope_adjacent_pairs,
       .attention_causal = engine::attention_causal,
+      .attention_decode = engine::attention_decode,
       .gdn_causal_conv1d_silu = engine::gdn_causal_conv1d_silu,
       .gdn_l2norm_rows = engine::gdn_l2norm_rows,
       .gdn_gates = engine::gdn_gates,

@@ -46,6 +46,18 @@ class CausalLM {
   virtual void prefill(SequenceState& st, std::span<const std::int32_t> tokens, const LogitsSink& sink) const = 0;
   // One token at state.position(): logits [V].
   virtual std::vector<float> decode(SequenceState& st, std::int32_t token) const = 0;
+  // One token for each of B distinct sequences: logits [B, V], row b bitwise decode(*states[b], tokens[b]) —
+  // no row's arithmetic depends on the other rows. A model that can run them as one forward (GEMMs of B rows)
+  // overrides this; the default decodes them one after another.
+  virtual std::vector<float> decode_batch(std::span<SequenceState* const> states,
+                                          std::span<const std::int32_t> tokens) const {
+    std::vector<float> out;
+    for (std::size_t b = 0; b < states.size(); ++b) {
+      const std::vector<float> row = decode(*states[b], tokens[b]);
+      out.insert(out.end(), row.begin(), row.end());
+    }
+    return out;
+  }
 
   // Named intermediate tensors go to this hook (nullptr: none); see engine::TensorEvent and docs/engine.md.
   virtual void set_hook(engine::TensorHook hook) = 0;

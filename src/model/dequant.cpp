@@ -190,60 +190,116 @@ void deq_blocks(const std::uint8_t* b, float* y, std::size_t nb) {
   for (std::size_t i = 0; i < nb; ++i) Block(b + i * Bytes, y + 32 * i);
 }
 
-// Σ_j w_j·x_j over one row of nb blocks, w_j the block's dequantized values: 32 lanes of f32 fma (lane l
-// sums the elements j ≡ l mod 32 in order), then the lanes added pairwise in a fixed tree. The dequantized
-// block stays in registers; only the order of the sum differs from the f32 GEMV.
+// The one summation of every quantized product: Σ_j w_j·x_j in 32 lanes of f32 fma (lane l sums the elements
+// j ≡ l mod 32 in order, block after block), then the lanes added pairwise in a fixed tree. dot_blocks (one
+// activation row, the block dequantized in registers) and dot_rows (several rows over one dequantized weight
+// row) both run it, so a row of a batch gets the bits of the single-row GEMV.
+#if defined(KC_QUANT_SIMD)
+struct Lanes {  // a0 lane i is lane l = i, a1 lane i is lane l = 16 + i
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  KC_ALWAYS_INLINE void fma(const float* w, const float* x) {
+    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w), _mm512_loadu_ps(x), a0);
+    a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + 16), _mm512_loadu_ps(x + 16), a1);
+  }
+  // Tree: l + (l+16) for l < 16, then l + (l+8), l + (l+4), l + (l+2), l + (l+1).
+  KC_ALWAYS_INLINE float sum() const {
+    const __m512 a16 = _mm512_add_ps(a0, a1);
+    const __m256 a8 = _mm256_add_ps(_mm512_castps512_ps256(a16),
+                                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a16), 1)));
+    const __m128 a4 = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
+    const __m128 a2 = _mm_add_ps(a4, _mm_movehl_ps(a4, a4));
+    return _mm_cvtss_f32(_mm_add_ss(a2, _mm_shuffle_ps(a2, a2, 1)));
+  }
+};
+#else
+struct Lanes {
+  float acc[32] = {};
+  void fma(const float* w, const float* x) {
+    for (int l = 0; l < 32; ++l) acc[l] = std::fma(w[l], x[l], acc[l]);
+  }
+  float sum() const {
+    float a[32];
+    std::copy(acc, acc + 32, a);
+    for (int h = 16; h >= 1; h /= 2)
+      for (int l = 0; l < h; ++l) a[l] = a[l] + a[l + h];
+    return a[0];
+  }
+};
+#endif
+
+// Σ_j w_j·x_j over one row of nb blocks, each block dequantized into registers (Lanes above).
 template <void (*Block)(const std::uint8_t*, float*), std::size_t Bytes>
 float dot_blocks(const std::uint8_t* b, const float* x, std::size_t nb) {
-#if defined(KC_QUANT_SIMD)
-  // acc[k] lane i is lane l = 16k + i of the order below.
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  Lanes acc;
   for (std::size_t i = 0; i < nb; ++i) {
+#if defined(KC_QUANT_SIMD)
     // The blocks are one stream (rows follow each other), yet without a software prefetch the loads
     // waited on memory: SmolLM2 decode took 36 ms of CPU per token on one core, 18 ms with 4 KiB ahead
     // (1 KiB: 22, 8 KiB: 24). Past the row end it fetches the next rows, which the caller reads next.
     _mm_prefetch(reinterpret_cast<const char*>(b + i * Bytes) + kPrefetchBytes, _MM_HINT_T0);
+#endif
     alignas(64) float w[32];
     Block(b + i * Bytes, w);
-    acc0 = _mm512_fmadd_ps(_mm512_load_ps(w), _mm512_loadu_ps(x + 32 * i), acc0);
-    acc1 = _mm512_fmadd_ps(_mm512_load_ps(w + 16), _mm512_loadu_ps(x + 32 * i + 16), acc1);
+    acc.fma(w, x + 32 * i);
   }
-  // Tree: l + (l+16) for l < 16, then l + (l+8), l + (l+4), l + (l+2), l + (l+1).
-  const __m512 a16 = _mm512_add_ps(acc0, acc1);
-  const __m256 a8 = _mm256_add_ps(_mm512_castps512_ps256(a16),
-                                  _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a16), 1)));
-  const __m128 a4 = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
-  const __m128 a2 = _mm_add_ps(a4, _mm_movehl_ps(a4, a4));
-  return _mm_cvtss_f32(_mm_add_ss(a2, _mm_shuffle_ps(a2, a2, 1)));
-#else
-  float acc[32] = {};
-  for (std::size_t i = 0; i < nb; ++i) {
-    float w[32];
-    Block(b + i * Bytes, w);
-    for (int l = 0; l < 32; ++l) acc[l] = std::fma(w[l], x[32 * i + l], acc[l]);
+  return acc.sum();
+}
+
+// v + *bias, or v itself (not v + 0, which turns −0 into +0).
+KC_ALWAYS_INLINE float with_bias(float v, const float* bias) { return bias ? v + *bias : v; }
+
+// y[r·ldy] = Σ_j w_j·x[r·ldx + j] (+ *bias) for r < m: one weight row of nb blocks against m activation rows. The row
+// is dequantized once into `w` (nb·32 floats), then each activation row runs dot_blocks' summation over it,
+// four rows at a time (one load of w for four fmas).
+template <void (*Block)(const std::uint8_t*, float*), std::size_t Bytes>
+void dot_rows(const std::uint8_t* b, const float* x, std::size_t ldx, std::size_t m, std::size_t nb, float* w,
+              float* y, std::size_t ldy, const float* bias) {
+  for (std::size_t i = 0; i < nb; ++i) Block(b + i * Bytes, w + 32 * i);
+  std::size_t r = 0;
+  for (; r + 4 <= m; r += 4) {
+    Lanes a0, a1, a2, a3;
+    const float* x0 = x + r * ldx;
+    for (std::size_t i = 0; i < nb; ++i) {
+      const float* wi = w + 32 * i;
+      a0.fma(wi, x0 + 32 * i), a1.fma(wi, x0 + ldx + 32 * i);
+      a2.fma(wi, x0 + 2 * ldx + 32 * i), a3.fma(wi, x0 + 3 * ldx + 32 * i);
+    }
+    y[r * ldy] = with_bias(a0.sum(), bias), y[(r + 1) * ldy] = with_bias(a1.sum(), bias);
+    y[(r + 2) * ldy] = with_bias(a2.sum(), bias), y[(r + 3) * ldy] = with_bias(a3.sum(), bias);
   }
-  for (int h = 16; h >= 1; h /= 2)
-    for (int l = 0; l < h; ++l) acc[l] = acc[l] + acc[l + h];
-  return acc[0];
-#endif
+  for (; r < m; ++r) {
+    Lanes a;
+    for (std::size_t i = 0; i < nb; ++i) a.fma(w + 32 * i, x + r * ldx + 32 * i);
+    y[r * ldy] = with_bias(a.sum(), bias);
+  }
 }
 
 using DotFn = float (*)(const std::uint8_t*, const float*, std::size_t);
+using RowsFn = void (*)(const std::uint8_t*, const float*, std::size_t, std::size_t, std::size_t, float*, float*,
+                        std::size_t, const float*);
+struct QuantKernels {
+  DotFn dot = nullptr;
+  RowsFn rows = nullptr;
+};
+template <void (*Block)(const std::uint8_t*, float*), std::size_t Bytes>
+constexpr QuantKernels kernels_of() {
+  return {dot_blocks<Block, Bytes>, dot_rows<Block, Bytes>};
+}
 
-DotFn dot_fn(GgmlType t) {
+QuantKernels quant_kernels(GgmlType t) {
   switch (t) {
     case GgmlType::Q4_0:
-      return dot_blocks<block_q4_0, 18>;
+      return kernels_of<block_q4_0, 18>();
     case GgmlType::Q4_1:
-      return dot_blocks<block_q4_1, 20>;
+      return kernels_of<block_q4_1, 20>();
     case GgmlType::Q5_0:
-      return dot_blocks<block_q5_0, 22>;
+      return kernels_of<block_q5_0, 22>();
     case GgmlType::Q5_1:
-      return dot_blocks<block_q5_1, 24>;
+      return kernels_of<block_q5_1, 24>();
     case GgmlType::Q8_0:
-      return dot_blocks<block_q8_0, 34>;
+      return kernels_of<block_q8_0, 34>();
     default:
-      return nullptr;
+      return {};
   }
 }
 
@@ -399,33 +455,41 @@ void dequantize(GgmlType t, std::span<const std::uint8_t> src, std::span<float> 
   });
 }
 
-bool quant_gemv_supported(GgmlType t) { return dot_fn(t) != nullptr; }
+bool quant_gemv_supported(GgmlType t) { return quant_kernels(t).dot != nullptr; }
 
 void quant_gemv(std::span<const QuantGemv> jobs) {
   // Chunks of ~32K weights per matrix (functions of the shapes only), all matrices' chunks in one
   // parallel region: decode's Q/K/V and gate/up then wait on one barrier instead of three or two.
   std::vector<std::size_t> first_chunk{0};  // job j owns chunks [first_chunk[j], first_chunk[j+1])
   std::vector<std::size_t> rows_per_chunk;
+  std::size_t widest = 0;
   for (const auto& j : jobs) {
     const QuantMatrix& w = j.w;
     const GgmlTypeInfo& info = ggml_type_info(w.type);
-    KC_ASSERT(dot_fn(w.type) && w.cols % 32 == 0 && w.row_bytes == w.cols / 32 * info.type_size,
-              "quant_gemv: type {} cols {} row_bytes {}", info.name, w.cols, w.row_bytes);
+    KC_ASSERT(quant_kernels(w.type).dot && w.cols % 32 == 0 && w.row_bytes == w.cols / 32 * info.type_size &&
+                  j.m >= 1,
+              "quant_gemv: type {} cols {} row_bytes {} m {}", info.name, w.cols, w.row_bytes, j.m);
     rows_per_chunk.push_back(std::max<std::size_t>(8, (std::size_t{1} << 15) / w.cols));
     first_chunk.push_back(first_chunk.back() + chunk_count(w.rows, rows_per_chunk.back()));
+    widest = std::max(widest, w.cols);
   }
   parallel_for(first_chunk.back(), 1, [&](std::size_t c, std::size_t, std::size_t) {
     const std::size_t ji =
         std::upper_bound(first_chunk.begin(), first_chunk.end(), c) - first_chunk.begin() - 1;
     const QuantGemv& j = jobs[ji];
-    const DotFn dot = dot_fn(j.w.type);
+    const QuantKernels K = quant_kernels(j.w.type);
     const std::size_t nb = j.w.cols / 32;
     const std::size_t r0 = (c - first_chunk[ji]) * rows_per_chunk[ji];
     const std::size_t r1 = std::min(j.w.rows, r0 + rows_per_chunk[ji]);
+    thread_local std::vector<float> w_row;
+    if (j.m > 1) w_row.resize(widest);
     for (std::size_t r = r0; r < r1; ++r) {
-      const std::size_t src = j.row_map ? j.row_map[r] : r;
-      const float v = dot(j.w.data + src * j.w.row_bytes, j.x, nb);
-      j.y[r] = j.bias ? v + j.bias[r] : v;
+      const std::uint8_t* row = j.w.data + (j.row_map ? j.row_map[r] : r) * j.w.row_bytes;
+      if (j.m == 1) {
+        j.y[r] = with_bias(K.dot(row, j.x, nb), j.bias ? j.bias + r : nullptr);
+      } else {  // y[i, r] for every activation row i: the same sums, the weight row dequantized once
+        K.rows(row, j.x, j.w.cols, j.m, nb, w_row.data(), j.y + r, j.w.rows, j.bias ? j.bias + r : nullptr);
+      }
     }
   });
 }

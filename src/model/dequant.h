@@ -90,13 +90,17 @@ bool quant_gemv_supported(GgmlType t);
 // dequantized weights. Rows in fixed chunks (kc::parallel_for): the same bits for any thread count.
 void quant_gemv(const QuantMatrix& w, const float* x, float* y, const std::uint32_t* row_map = nullptr,
                 const float* bias = nullptr);
-// Several GEMVs in one parallel region (decode's Q/K/V, gate/up): each element as quant_gemv computes it.
+// Several GEMVs in one parallel region (decode's Q/K/V, gate/up), each of m activation rows (a batch of
+// decode steps: x [m, cols], y [m, rows], row-major): every element as quant_gemv computes it for that row
+// alone, bit for bit (a batch row's arithmetic does not depend on the other rows); with m > 1 each weight
+// row is dequantized once for all m rows.
 struct QuantGemv {
   QuantMatrix w;
   const float* x = nullptr;
   float* y = nullptr;
   const std::uint32_t* row_map = nullptr;
   const float* bias = nullptr;
+  std::size_t m = 1;
 };
 void quant_gemv(std::span<const QuantGemv> jobs);
 

@@ -137,6 +137,9 @@ class LlamaModel : public CausalLM {
   void prefill(LlamaState& state, std::span<const std::int32_t> tokens, const LogitsSink& sink) const;
   // One token at state.pos: logits [V] (GEMV path).
   std::vector<float> decode(LlamaState& state, std::int32_t token) const;
+  // One token for each of B distinct sequences, in one forward (GEMMs of B rows, attention per sequence):
+  // logits [B, V], row b bitwise what decode(*states[b], tokens[b]) returns.
+  std::vector<float> decode_batch(std::span<LlamaState* const> states, std::span<const std::int32_t> tokens) const;
 
   // CausalLM
   std::string architecture() const override { return llama_arch_name(config_.arch); }
@@ -150,6 +153,8 @@ class LlamaModel : public CausalLM {
   std::vector<float> decode(SequenceState& st, std::int32_t token) const override {
     return decode(static_cast<LlamaState&>(st), token);
   }
+  std::vector<float> decode_batch(std::span<SequenceState* const> states,
+                                  std::span<const std::int32_t> tokens) const override;
   void set_hook(engine::TensorHook hook) override { hook_ = std::move(hook); }
   void for_each_weight(const std::function<void(const std::string&, std::span<float>)>& fn) override;
   void set_kernel_options(const engine::KernelOptions& o) override { kernel_ = o; }
@@ -158,10 +163,10 @@ class LlamaModel : public CausalLM {
 
  private:
   struct Scratch;
-  void forward(LlamaState& state, std::span<const std::int32_t> tokens, Scratch& s, bool logits) const;
-  void attention_block(std::size_t il, LlamaState& state, std::size_t T, Scratch& s) const;
+  void forward(std::span<const std::int32_t> tokens, Scratch& s, bool logits) const;
+  void attention_block(std::size_t il, std::size_t T, Scratch& s) const;
   void mlp_block(std::size_t il, std::size_t T, Scratch& s) const;
-  void layer(std::size_t il, LlamaState& state, std::size_t T, Scratch& s) const;
+  void layer(std::size_t il, std::size_t T, Scratch& s) const;
   void check_tokens(std::span<const std::int32_t> tokens) const;
   // y [T, n] = x [T, k] · wᵀ (+ bias) for each op of the same x (EngineBackend::linear: for one token the
   // file's quantized blocks where the op has them, else the packed f32 GEMM), with the kernel options' GEMM
@@ -169,8 +174,7 @@ class LlamaModel : public CausalLM {
   void linear(const float* x, std::size_t T, std::size_t k, std::span<const LinearOp> ops) const;
   // engine::rmsnorm with the model's eps and the kernel options' order and norm bugs.
   void norm(const float* x, const float* w, std::size_t rows, std::size_t d, float* y) const;
-  void report(std::string_view name, int layer, std::size_t pos0, std::size_t rows, std::size_t cols,
-              float* data) const;
+  void report(std::string_view name, int layer, const Scratch& s, std::size_t cols, float* data) const;
 
   LlamaConfig config_;
   LlamaWeights weights_;

@@ -269,6 +269,19 @@ void exact_ordered_tile(const float* q, std::size_t pos0, const float* k, const 
     for (std::size_t i = 0; i < hd; ++i) o[r * G.q_stride + i] = acc[r * hd + i] / l[r];
 }
 
+// Tile (head h, query rows t0 … t1-1) by the kernel the options choose (every path but exact's grouped prefill).
+void head_tile(const float* q, std::size_t pos0, const float* k, const float* v, const Geometry& G,
+               std::size_t h, std::size_t t0, std::size_t t1, float* out, const TensorHook* hook, int layer,
+               const KernelOptions& opt) {
+  const float deep = 1.0f + opt.bugs.deep_score;
+  if (opt.attention == AttentionKernel::flash)
+    flash_tile(q, pos0, k, v, G, h, t0, t1, out, hook, layer, deep, opt.order);
+  else if (opt.order != 0)
+    exact_ordered_tile(q, pos0, k, v, G, h, t0, t1, out, hook, layer, deep, opt.order);
+  else
+    exact_tile(q, pos0, k, v, G, h, t0, t1, out, hook, layer, deep);
+}
+
 }  // namespace
 
 void attention_causal(const float* q, std::size_t T, std::size_t pos0, const float* k, const float* v,
@@ -290,12 +303,19 @@ void attention_causal(const float* q, std::size_t T, std::size_t pos0, const flo
   parallel_for(G.nh * blocks, 1, [&](std::size_t task, std::size_t, std::size_t) {
     const std::size_t h = task / blocks;
     const std::size_t t0 = (task % blocks) * kAttnBlockRows, t1 = std::min(T, t0 + kAttnBlockRows);
-    if (flash)
-      flash_tile(q, pos0, k, v, G, h, t0, t1, out, hook, layer, deep, opt.order);
-    else if (opt.order != 0)
-      exact_ordered_tile(q, pos0, k, v, G, h, t0, t1, out, hook, layer, deep, opt.order);
-    else
-      exact_tile(q, pos0, k, v, G, h, t0, t1, out, hook, layer, deep);
+    head_tile(q, pos0, k, v, G, h, t0, t1, out, hook, layer, opt);
+  });
+}
+
+void attention_decode(const float* q, std::span<const AttentionSeq> seqs, const AttentionShape& shape,
+                      float* out, const TensorHook* hook, int layer, const KernelOptions& opt) {
+  init_blas();
+  const Geometry G = geometry(shape);
+  // Task (b, h) is what attention_causal(q[b], T = 1, …) runs as its task h: one row, one block.
+  parallel_for(seqs.size() * G.nh, 1, [&](std::size_t task, std::size_t, std::size_t) {
+    const std::size_t b = task / G.nh, h = task % G.nh;
+    head_tile(q + b * G.q_stride, seqs[b].pos, seqs[b].k, seqs[b].v, G, h, 0, 1, out + b * G.q_stride, hook,
+              layer, opt);
   });
 }
 

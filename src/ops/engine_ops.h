@@ -201,4 +201,16 @@ void attention_causal(const float* q, std::size_t T, std::size_t pos0, const flo
                       const AttentionShape& shape, float* out, const TensorHook* hook = nullptr,
                       int layer = -1, const KernelOptions& opt = {});
 
+// One decode step of several sequences: sequence b's query row q[b] (at position seqs[b].pos) over its own
+// cache seqs[b].k / .v (keys 0 … pos), into out[b]; q, out: [B, nH·hd]. Row b is bitwise
+// attention_causal(q[b], 1, pos, k, v, …) (the same per-head tile, the same hook events); all (sequence,
+// head) tiles run in one parallel region.
+struct AttentionSeq {
+  std::size_t pos = 0;
+  const float* k = nullptr;
+  const float* v = nullptr;
+};
+void attention_decode(const float* q, std::span<const AttentionSeq> seqs, const AttentionShape& shape,
+                      float* out, const TensorHook* hook = nullptr, int layer = -1, const KernelOptions& opt = {});
+
 }  // namespace kc::engine

@@ -173,6 +173,39 @@ TEST(QuantGemv, SumsEqualScalarTwinAndF64Reference) {
   }
 }
 
+// A batch of activation rows (decode steps of several sequences): each row bitwise its single-row GEMV, for
+// every type, batch sizes around the kernel's groups of four, with row map and bias, in one region with
+// another job.
+TEST(QuantGemv, BatchRowsEqualSingleRowGemv) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const std::size_t rows = 70, cols = 192;
+  for (GgmlType t : kTypes) {
+    const auto b = random_blocks(t, rows, cols, rng);
+    const auto m = matrix(t, b, rows, cols);
+    std::vector<std::uint32_t> map(rows);
+    for (std::size_t r = 0; r < rows; ++r) map[r] = static_cast<std::uint32_t>((r * 11 + 5) % rows);
+    std::vector<float> bias(rows);
+    for (auto& v : bias) v = nd(rng);
+    for (std::size_t B : {1, 2, 3, 4, 5, 8, 9, 24}) {
+      std::vector<float> x(B * cols), y(B * rows), y2(B * rows);
+      for (auto& v : x) v = nd(rng);
+      const QuantGemv jobs[] = {{m, x.data(), y.data(), nullptr, nullptr, B},
+                                {m, x.data(), y2.data(), map.data(), bias.data(), B}};
+      quant_gemv(jobs);
+      for (std::size_t i = 0; i < B; ++i) {
+        std::vector<float> one(rows), one2(rows);
+        quant_gemv(m, &x[i * cols], one.data());
+        quant_gemv(m, &x[i * cols], one2.data(), map.data(), bias.data());
+        ASSERT_EQ(0, std::memcmp(&y[i * rows], one.data(), rows * sizeof(float)))
+            << ggml_type_info(t).name << " B " << B << " row " << i;
+        ASSERT_EQ(0, std::memcmp(&y2[i * rows], one2.data(), rows * sizeof(float)))
+            << ggml_type_info(t).name << " B " << B << " row " << i << " (map, bias)";
+      }
+    }
+  }
+}
+
 TEST(QuantGemv, SameBitsForAnyThreadCount) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.0f, 1.0f);

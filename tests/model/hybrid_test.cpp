@@ -16,6 +16,7 @@
 #include "core/parallel.h"
 #include "io/safetensors.h"
 #include "numeric/formats.h"
+#include "model/variant.h"
 #include "reference_util.h"
 
 namespace kc {
@@ -152,6 +153,16 @@ TEST(Hybrid, FusedPrefillIsBitwiseTheHookedOneForAnyThreadCount) {
       }
     }
   }
+}
+
+// decode_batch (the default: one sequence after another, since the hybrid's one-row GEMV rounds unlike its
+// GEMM tiles) keeps each row bitwise a single decode, with and without FLA casts.
+TEST(Hybrid, DecodeBatchRowsAreBitwiseSingleDecodes) {
+  const std::size_t prompts[] = {4, 70, 19};
+  expect_decode_batch_bitwise(HybridModel::load(fixture("qwen3_5-tiny")), prompts, 4, "qwen3_5-tiny");
+  auto m = HybridModel::load(fixture("qwen3_5-tiny"));
+  apply_variant(m, parse_variant("bf16+gdn=fla"));
+  expect_decode_batch_bitwise(m, prompts, 4, "qwen3_5-tiny bf16+gdn=fla");
 }
 
 TEST(Hybrid, ArchitectureAndDispatch) {

@@ -248,6 +248,15 @@ TEST(LlamaQuant, TinyGgufDecodeReadsTheSameWeights) {
   EXPECT_GT(worst_ratio(dec2, first), 10.0);  // the doubled embedding changed the logits
 }
 
+// A batch of decode steps on the file's blocks (each row one quantized GEMV) equals single decodes bit for bit.
+TEST(LlamaQuant, DecodeBatchOnBlocksIsBitwiseSingleDecodes) {
+  TinyGguf file;
+  const auto model = LlamaModel::load(file.path.string());
+  ASSERT_NE(model.quantized(), nullptr);
+  const std::size_t prompts[] = {3, 17, 40, 9, 1};
+  expect_decode_batch_bitwise(model, prompts, 6, "Q4_1 + Q8_0 GGUF");
+}
+
 TEST(LlamaQuant, HfCheckpointKeepsF32Path) {
   EXPECT_EQ(LlamaModel::load(fixture("llama-tiny")).quantized(), nullptr);
 }

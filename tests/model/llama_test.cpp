@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "io/safetensors.h"
+#include "model/variant.h"
 #include "reference_util.h"
 
 namespace kc {
@@ -87,6 +88,23 @@ TEST(Llama, DeterministicAcrossThreadsAndCalls) {
   const auto b = model.prefill(st, std::span(ids).subspan(LlamaModel::kPrefillChunk));
   a.insert(a.end(), b.begin(), b.end());
   EXPECT_EQ(0, std::memcmp(a.data(), first.data(), a.size() * sizeof(float)));
+}
+
+// decode_batch: each row is bitwise decode() of its sequence alone, on every fixture (biases, q/k-norm, an
+// untied head) and under every kind of variant (bf16 hook rounding, other orders, flash attention, P and KV
+// rounding, a round: term, kernel- and hook-side bugs; deep_score acts past key 256, which the 270-token
+// prompt reaches).
+TEST(Llama, DecodeBatchRowsAreBitwiseSingleDecodes) {
+  const std::size_t prompts[] = {5, 33, 270, 64};
+  for (const char* fx : {"llama-tiny", "qwen2-tiny", "qwen3-tiny"})
+    expect_decode_batch_bitwise(LlamaModel::load(fixture(fx)), prompts, 5, fx);
+  for (const char* v : {"bf16", "bf16+order=3", "bf16+attn=flash", "bf16+attn=flash+order=2", "bf16+p=fp8",
+                        "kv=fp8", "bf16+round:attn.out=4", "bf16+bug:decode_kv=3", "bf16+bug:deep_score=0.05",
+                        "bf16+bug:gemm_acc=16", "bf16+logits=bf16+bug:attn_scale=0.02"}) {
+    auto m = LlamaModel::load(fixture("qwen3-tiny"));
+    apply_variant(m, parse_variant(v));
+    expect_decode_batch_bitwise(m, prompts, 4, v);
+  }
 }
 
 // An empty sink (generate's prompt) skips the LM head but leaves the same cache: the next decode gives the
