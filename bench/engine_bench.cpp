@@ -8,6 +8,12 @@
 //   kc_engine_bench memory MODEL T                one T-token prefill, logits discarded; reports maxrss
 //   kc_engine_bench profile MODEL T               one T-token prefill timed per op (wall and process CPU
 //                                                 seconds between the named-tensor hook events)
+//   kc_engine_bench bandwidth MB                  read bandwidth: a sum over an MB-megabyte buffer on
+//                                                 kc::thread_count() threads, best of 5 (GB/s)
+//   kc_engine_bench record-work MODEL CORPUS [BATCH]   the work of `kerncheck record --model MODEL --corpus
+//                                                 CORPUS`: prefill and decode flops, and the bytes its decode
+//                                                 steps read (weights once per step, each sequence's KV
+//                                                 cache) one segment at a time and in record's batches
 #include <cblas.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -21,6 +27,8 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "golden/corpus.h"
+#include "lab/record_model.h"
 #include "model/llama.h"
 #include "ops/engine_ops.h"
 #include "ops/packed_gemm.h"
@@ -207,6 +215,73 @@ int bench_memory(const std::string& path, std::size_t T) {
   return 0;
 }
 
+int bench_bandwidth(std::size_t mb) {
+  std::vector<float> buf(mb * (1u << 20) / sizeof(float));
+  kc::parallel_for(buf.size(), 1u << 16, [&](std::size_t, std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) buf[i] = static_cast<float>(i & 1023);
+  });
+  std::vector<double> part(kc::chunk_count(buf.size(), 1u << 20));
+  const double t = best_of(5, [&] {
+    kc::parallel_for(buf.size(), 1u << 20, [&](std::size_t c, std::size_t b, std::size_t e) {
+      float acc[16] = {};
+      for (std::size_t i = b; i + 16 <= e; i += 16)
+        for (int l = 0; l < 16; ++l) acc[l] += buf[i + l];
+      double s = 0;
+      for (float a : acc) s += a;
+      part[c] = s;
+    });
+  });
+  double sum = 0;
+  for (double p : part) sum += p;
+  std::printf("{\"mb\": %zu, \"threads\": %d, \"read_gb_s\": %.2f, \"checksum\": %.0f}\n", mb,
+              kc::thread_count(), static_cast<double>(buf.size() * sizeof(float)) / t * 1e-9, sum);
+  return 0;
+}
+
+// The work of recording a corpus with the engine (the bound of bench/record_bench.py): per segment one prefill
+// of depth − decode_last tokens and decode_last one-token steps; decode steps batched as `record --model`
+// batches segments (kDefaultBatchSegments, kBatchPositions; BATCH overrides the first). A step reads every
+// weight once (f32, or the GGUF's blocks where the model decodes from them) plus each live sequence's K and V.
+int bench_record_work(const std::string& model_path, const std::string& corpus_path, int batch) {
+  const auto model = kc::LlamaModel::load(model_path);
+  const kc::Corpus corpus = kc::read_corpus(corpus_path);
+  const auto& c = model.config();
+  const double D = c.d_model, F = c.d_ff, qs = c.n_heads * c.head_dim, kvs = c.n_kv_heads * c.head_dim;
+  const double weights = c.n_layers * (D * qs + 2 * D * kvs + qs * D + 3 * D * F) + c.n_vocab * D;
+  double quant_bytes = 0;
+  if (const auto* q = model.quantized()) {
+    for (const auto& l : q->layers)
+      for (const auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+        quant_bytes += m->data ? static_cast<double>(m->rows) * m->row_bytes : 4.0 * m->rows * m->cols;
+    quant_bytes += q->lm_head.data ? static_cast<double>(q->lm_head.rows) * q->lm_head.row_bytes
+                                   : 4.0 * c.n_vocab * D;
+  }
+  // One decode step at position t (t + 1 keys): its flops and the KV bytes it reads.
+  auto step_flops = [&](double t) { return 2 * weights + 4.0 * (t + 1) * c.head_dim * c.n_heads * c.n_layers; };
+  auto step_kv_bytes = [&](double t) { return 2.0 * (t + 1) * kvs * 4 * c.n_layers; };
+  double prefill = 0, decode = 0, kv = 0, positions = 0, decode_positions = 0, batched_steps = 0;
+  const std::size_t most = static_cast<std::size_t>(batch > 0 ? batch : kc::kDefaultBatchSegments);
+  std::size_t in_batch = 0;
+  std::int64_t batch_positions = 0, batch_steps = 0;
+  for (const auto& s : corpus.segments) {
+    const std::int64_t n_prefill = s.depth - s.decode_last;
+    prefill += prefill_flops(c, static_cast<std::size_t>(n_prefill));
+    for (std::int64_t t = n_prefill; t < s.depth; ++t) decode += step_flops(t), kv += step_kv_bytes(t);
+    positions += s.depth, decode_positions += s.decode_last;
+    if (in_batch == most || batch_positions + s.depth > kc::kBatchPositions)  // record's next batch
+      batched_steps += batch_steps, in_batch = 0, batch_positions = 0, batch_steps = 0;
+    ++in_batch, batch_positions += s.depth, batch_steps = std::max(batch_steps, s.decode_last);
+  }
+  batched_steps += batch_steps;
+  std::printf(
+      "{\"segments\": %zu, \"positions\": %.0f, \"decode_positions\": %.0f, \"prefill_flops\": %.6g, "
+      "\"decode_flops\": %.6g, \"decode_steps_batch1\": %.0f, \"decode_steps_batched\": %.0f, "
+      "\"f32_weight_bytes\": %.6g, \"quant_weight_bytes\": %.6g, \"decode_kv_bytes\": %.6g}\n",
+      corpus.segments.size(), positions, decode_positions, prefill, decode, decode_positions, batched_steps,
+      4 * weights, quant_bytes, kv);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -217,9 +292,12 @@ int main(int argc, char** argv) {
       return bench_model(argv[2], std::stoul(argv[3]), std::stoul(argv[4]), argc == 6);
     if (cmd == "memory" && argc == 4) return bench_memory(argv[2], std::stoul(argv[3]));
     if (cmd == "profile" && argc == 4) return bench_profile(argv[2], std::stoul(argv[3]));
+    if (cmd == "bandwidth" && argc == 3) return bench_bandwidth(std::stoul(argv[2]));
+    if (cmd == "record-work" && (argc == 4 || argc == 5))
+      return bench_record_work(argv[2], argv[3], argc == 5 ? std::stoi(argv[4]) : 0);
     std::fprintf(stderr,
                  "usage: kc_engine_bench sgemm N | model MODEL PREFILL DECODE [f32] | memory MODEL T | "
-                 "profile MODEL T\n");
+                 "profile MODEL T | bandwidth MB | record-work MODEL CORPUS [BATCH]\n");
     return 2;
   } catch (const kc::Error& e) {
     std::fprintf(stderr, "kc_engine_bench: error: %s\n", e.what());

@@ -29,6 +29,13 @@ int run(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--sweep-tensor", o.sweep_tensor, "tensor to sweep (default: the preset's, attn.p)");
   app.add_option("--sweep-bits", o.sweep_bits, "widths to sweep (default: the preset's)");
+  app.add_option("--depths", o.depths, "corpus: context depths (default: the preset's; corpus build --depths)")
+      ->delimiter(',');
+  app.add_option("--segments-per-depth", o.segments_per_depth,
+                 "corpus: segments per depth (default: the preset's; more segments power the floor test)");
+  app.add_option("--decode-last", o.decode_last,
+                 "corpus: positions at the end of each segment decoded one token at a time (default: the "
+                 "preset's)");
   kc::cli::add_judge_options(app, o.judge);
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
   if (!(o.judge.kl_factor >= 1)) kc::fail("--kl-factor: expected ≥ 1, got {}", o.judge.kl_factor);

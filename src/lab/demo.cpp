@@ -116,9 +116,9 @@ int run_demo(const DemoOptions& o) {
   // 1. Corpus, 2. golden (the f32 reference), 3. candidates.
   CorpusOptions co;
   co.preset = P.corpus_preset;
-  co.depths = P.depths;
-  co.segments_per_depth = P.segments_per_depth;
-  co.decode_last = P.decode_last;
+  co.depths = o.depths.empty() ? P.depths : o.depths;
+  co.segments_per_depth = o.segments_per_depth ? o.segments_per_depth : P.segments_per_depth;
+  co.decode_last = o.decode_last ? o.decode_last : P.decode_last;
   Corpus corpus = demo::demo_corpus(steps, out, co, o, model);
   std::map<std::string, double> record_seconds;
   const std::string golden_path = demo::demo_golden(steps, out, corpus, model, record_seconds);

@@ -18,6 +18,9 @@ struct DemoOptions {
   std::string model;                                 // "" = the cache of scripts/fetch_smollm2.sh
   std::vector<std::string> prose_files, code_files;  // corpus sources (default: the Debian/system ones)
   std::string sweep_tensor, sweep_bits;              // "" = the preset's
+  // The corpus shape (corpus build's flags; empty / 0 = the preset's).
+  std::vector<std::int64_t> depths;
+  std::int64_t segments_per_depth = 0, decode_last = 0;
   JudgeOptions judge;
 };
 

@@ -5,9 +5,12 @@ it compares tensors, lists the ops and runs the judge's module, and the install'
 point.
 
 Installs with --no-build-isolation into a temporary --target (the venv stays untouched), so the venv
-needs scikit-build-core and nanobind (requirements.txt). The scikit-build build folder persists under
-$KC_BUILD_DIR/py-install, so reruns recompile only what changed; the first run compiles the core (Debug,
-to keep it short: Release is the default of a plain `pip install .`).
+needs scikit-build-core and nanobind (requirements.txt). The build reuses the test build's objects: it is
+configured like it (the same build type) in a folder beside it (`build-pip` next to `build`), and compiles
+through ccache with paths hashed relative to the checkout, so every object of the core is a cache hit of
+the test build's and only the extension is compiled (a full compile of the core inside pip, as this test
+once did, took longer than its timeout on a loaded 2-core machine). The folder persists, so reruns
+recompile only what changed.
 """
 import os
 import subprocess
@@ -21,16 +24,37 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("KC_BUILD_DIR", ROOT / "build")).resolve()
 
 
+def pip_build_settings():
+    """pip's build folder and its -C settings: beside the test build (the same depth under the checkout, so
+    ccache's relative paths match), with its generator, compilers and build type, so that each object's
+    compile command is the test build's (a test build elsewhere gets a folder inside it: no shared objects)."""
+    cache = BUILD / "CMakeCache.txt"
+    entries = {}
+    for line in (cache.read_text(errors="replace") if cache.is_file() else "").splitlines():
+        if ":" in line and "=" in line and not line.startswith(("//", "#")):
+            key, value = line.split("=", 1)
+            entries[key.split(":", 1)[0]] = value
+    folder = BUILD.parent / f"{BUILD.name}-pip" if BUILD.parent == ROOT else BUILD / "py-install"
+    settings = ["-C", f"build-dir={folder}", "-C", f"cmake.build-type={entries.get('CMAKE_BUILD_TYPE') or 'Release'}"]
+    for key in ("CMAKE_C_COMPILER", "CMAKE_CXX_COMPILER"):
+        if entries.get(key):
+            settings += ["-C", f"cmake.define.{key}={entries[key]}"]
+    return settings, entries.get("CMAKE_GENERATOR")
+
+
 def test_pip_install_works(tmp_path):
     cache = BUILD / "CMakeCache.txt"
     if cache.is_file() and "KC_PYTHON_BUILT:INTERNAL=OFF" in cache.read_text(errors="replace"):
         pytest.skip("this build has no Python extension (KC_BUILD_PYTHON=OFF)")
     target = tmp_path / "site"
-    env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 2))
+    settings, generator = pip_build_settings()
+    env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 2), CCACHE_BASEDIR=str(ROOT),
+               CCACHE_NOHASHDIR="1")
+    if generator:
+        env["CMAKE_GENERATOR"] = generator
     env.pop("PYTHONPATH", None)
     r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "-q",
-                        "--target", str(target), "-C", f"build-dir={BUILD / 'py-install'}",
-                        "-C", "cmake.build-type=Debug", str(ROOT)],
+                        "--target", str(target), *settings, str(ROOT)],
                        capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     g = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
