@@ -212,9 +212,10 @@ int run_demo(const DemoOptions& o) {
     return s;
   };
   std::vector<Expectation> ex;
-  // A false alarm is acceptable, a miss is not (seed 000): the correct runs must not FAIL; INCONCLUSIVE (the
-  // corpus and floor cannot detect a 1.25× increase somewhere that matters) is said, not hidden.
-  auto no_false_alarm = [&](const Judged& j) {
+  // Equally correct implementations must PASS: a FAIL would be a false alarm, and INCONCLUSIVE would mean
+  // this corpus and floor cannot detect a 1.25× increase somewhere that matters — the default recipe is sized
+  // (segments, floor runs) so that they can, and the demo holds it to that.
+  auto verdict_detail = [&](const Judged& j) {
     std::string v = verdict_name(j.floor_report.verdict);
     if (j.floor_report.verdict == Verdict::fail) v += ": " + failing(j.floor_report, 3);
     if (j.floor_report.verdict == Verdict::inconclusive && !j.floor_report.inconclusive_reasons.empty())
@@ -226,15 +227,14 @@ int run_demo(const DemoOptions& o) {
     std::string detail;
     for (const auto& j : judged)
       if (j.run->role == "noise") {
-        held = held && j.floor_report.verdict != Verdict::fail;
-        detail += (detail.empty() ? "" : " / ") + j.run->name + " " + verdict_name(j.floor_report.verdict);
+        held = held && j.floor_report.verdict == Verdict::pass;
+        detail += (detail.empty() ? "" : " / ") + j.run->name + " " + verdict_detail(j);
       }
-    ex.push_back({"no floor run fails, each judged against the others", held, detail});
+    ex.push_back({"every floor run passes, each judged against the others", held, detail});
   }
   {
     const Judged& p = find("p-bf16");
-    ex.push_back({"bf16 P does not fail against the floor", p.floor_report.verdict != Verdict::fail,
-                  no_false_alarm(p)});
+    ex.push_back({"bf16 P passes against the floor", p.floor_report.verdict == Verdict::pass, verdict_detail(p)});
   }
   {
     const Judged& p = find("p-fp8");
@@ -242,8 +242,18 @@ int run_demo(const DemoOptions& o) {
                   std::string(verdict_name(p.floor_report.verdict)) +
                       (p.floor_report.verdict == Verdict::fail ? " on " + failing(p.floor_report, 3) : "")});
   }
-  ex.push_back({fmt::format("the sweep of {} finds a knee", P.sweep_tensor), sweep.knee.has_value(),
-                sweep_json(sweep)["knee_text"].get<std::string>()});
+  {
+    // The knee is named from PASS to FAIL: every width wider than the knee passes (not merely "does not fail").
+    std::string wider;
+    bool held = sweep.knee.has_value();
+    for (const auto& row : sweep.rows)
+      if (sweep.knee && row.bits > *sweep.knee) {
+        held = held && row.verdict == Verdict::pass;
+        wider += fmt::format("{}{} bits {}", wider.empty() ? "" : ", ", row.bits, verdict_name(row.verdict));
+      }
+    ex.push_back({fmt::format("the sweep of {} finds a knee, every wider width passing", P.sweep_tensor), held,
+                  sweep_json(sweep)["knee_text"].get<std::string>() + (wider.empty() ? "" : " (" + wider + ")")});
+  }
   bool all_held = true;
   for (const auto& e : ex) all_held = all_held && e.held;
 

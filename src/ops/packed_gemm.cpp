@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "core/error.h"
@@ -17,23 +18,60 @@
 
 namespace kc::engine {
 
+namespace {
+std::uint32_t bits_of(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float from_bf16(std::uint16_t h) {
+  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+}  // namespace
+
 void PackedMatrix::pack(const float* w, std::size_t n, std::size_t k) {
   n_ = n, k_ = k;
-  data_.assign(panels() * k * kPanelCols, 0.0f);
+  bf16_ = std::all_of(w, w + n * k, [](float v) { return (bits_of(v) & 0xFFFFu) == 0; });
+  data_.clear(), data_.shrink_to_fit(), b16_.clear(), b16_.shrink_to_fit();
+  if (bf16_)
+    b16_.assign(panels() * k * kPanelCols, 0);
+  else
+    data_.assign(panels() * k * kPanelCols, 0.0f);
   for (std::size_t p = 0; p < panels(); ++p) {
-    float* dst = data_.data() + p * k * kPanelCols;
-    const std::size_t c1 = std::min(kPanelCols, n - p * kPanelCols);
+    const std::size_t c1 = std::min(kPanelCols, n - p * kPanelCols), base = p * k * kPanelCols;
     for (std::size_t c = 0; c < c1; ++c) {
       const float* src = w + (p * kPanelCols + c) * k;
-      for (std::size_t kk = 0; kk < k; ++kk) dst[kk * kPanelCols + c] = src[kk];
+      for (std::size_t kk = 0; kk < k; ++kk) {
+        if (bf16_)
+          b16_[base + kk * kPanelCols + c] = static_cast<std::uint16_t>(bits_of(src[kk]) >> 16);
+        else
+          data_[base + kk * kPanelCols + c] = src[kk];
+      }
     }
   }
 }
 
+const float* PackedMatrix::panel(std::size_t p) const {
+  KC_ASSERT(!bf16_, "PackedMatrix::panel: the panels are stored as bf16 (panel_bf16)");
+  return data_.data() + p * k_ * kPanelCols;
+}
+
+const std::uint16_t* PackedMatrix::panel_bf16(std::size_t p) const {
+  KC_ASSERT(bf16_, "PackedMatrix::panel_bf16: the panels are stored as f32 (panel)");
+  return b16_.data() + p * k_ * kPanelCols;
+}
+
+float PackedMatrix::at(std::size_t p, std::size_t kk, std::size_t c) const {
+  const std::size_t i = (p * k_ + kk) * kPanelCols + c;
+  return bf16_ ? from_bf16(b16_[i]) : data_[i];
+}
+
 void PackedMatrix::row(std::size_t r, float* out) const {
   KC_ASSERT(r < n_, "PackedMatrix::row: row {} of {}", r, n_);
-  const float* src = panel(r / kPanelCols) + r % kPanelCols;
-  for (std::size_t kk = 0; kk < k_; ++kk) out[kk] = src[kk * kPanelCols];
+  for (std::size_t kk = 0; kk < k_; ++kk) out[kk] = at(r / kPanelCols, kk, r % kPanelCols);
 }
 
 void PackedMatrix::unpack(float* out) const {
@@ -72,11 +110,10 @@ void packed_gemm_scalar(const float* x, std::size_t m, const PackedMatrix& w, fl
   const std::vector<KBlock> blocks = gemm_k_blocks(k, sched);
   for (std::size_t i = 0; i < m; ++i)
     for (std::size_t j = 0; j < n; ++j) {
-      const float* b = w.panel(j / kPanelCols) + j % kPanelCols;
       float acc = 0.0f;
       for (std::size_t bi = 0; bi < blocks.size(); ++bi) {
         for (std::size_t kk = blocks[bi].begin; kk < blocks[bi].begin + blocks[bi].len; ++kk)
-          acc = std::fma(x[i * k + kk], b[kk * kPanelCols], acc);
+          acc = std::fma(x[i * k + kk], w.at(j / kPanelCols, kk, j % kPanelCols), acc);
         if (sched.bf16_every && bi + 1 < blocks.size()) quantize_inplace(DType::bfloat16, &acc, 1);
       }
       y[i * n + j] = bias ? acc + bias[j] : acc;
@@ -103,11 +140,22 @@ inline __mmask16 mask_of(std::size_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
 }
 
+// One k row of a panel (32 weights) as two f32 vectors: f32 panels load as they are, bf16 panels widen
+// exactly (the bf16 bits become the f32's high half), so both give the kernels the same values.
+[[gnu::always_inline]] inline void load_panel_row(const float* b, __m512& b0, __m512& b1) {
+  b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+}
+[[gnu::always_inline]] inline void load_panel_row(const std::uint16_t* b, __m512& b0, __m512& b1) {
+  const __m512i v = _mm512_load_si512(b);  // 32 × 16 bits
+  b0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(v)), 16));
+  b1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(v, 1)), 16));
+}
+
 // c[r, 0:nc] = Σ_k a[k][r] · b[k][0:32] (+ bias) for r < MR; a: packed activations [K][MR], b: a weight
-// panel. With load_c the chains continue from c (the sums of the previous k block: stored in f32 exactly as
-// the registers held them, so blocking k leaves the bits unchanged).
-template <int MR>
-void micro_kernel(const float* __restrict a, const float* __restrict b, std::size_t K, float* c,
+// panel (f32 or bf16). With load_c the chains continue from c (the sums of the previous k block: stored in
+// f32 exactly as the registers held them, so blocking k leaves the bits unchanged).
+template <int MR, typename W>
+void micro_kernel(const float* __restrict a, const W* __restrict b, std::size_t K, float* c,
                   std::size_t ldc, std::size_t nc, const float* bias, bool load_c) {
   __m512 c0[MR], c1[MR];
   const __mmask16 m0 = mask_of(nc), m1 = mask_of(nc > 16 ? nc - 16 : 0);
@@ -120,7 +168,8 @@ void micro_kernel(const float* __restrict a, const float* __restrict b, std::siz
     for (int r = 0; r < MR; ++r) c0[r] = _mm512_setzero_ps(), c1[r] = _mm512_setzero_ps();
   }
   for (std::size_t kk = 0; kk < K; ++kk) {
-    const __m512 b0 = _mm512_load_ps(b + kk * kPanelCols), b1 = _mm512_load_ps(b + kk * kPanelCols + 16);
+    __m512 b0, b1;
+    load_panel_row(b + kk * kPanelCols, b0, b1);
     const float* ak = a + kk * MR;
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
@@ -141,29 +190,43 @@ void micro_kernel(const float* __restrict a, const float* __restrict b, std::siz
   }
 }
 
-using MicroKernel = void (*)(const float*, const float*, std::size_t, float*, std::size_t, std::size_t,
+template <typename W>
+using MicroKernel = void (*)(const float*, const W*, std::size_t, float*, std::size_t, std::size_t,
                              const float*, bool);
-template <std::size_t... I>
+template <typename W, std::size_t... I>
 constexpr auto kernel_table(std::index_sequence<I...>) {
-  return std::array<MicroKernel, sizeof...(I)>{&micro_kernel<static_cast<int>(I) + 1>...};
+  return std::array<MicroKernel<W>, sizeof...(I)>{&micro_kernel<static_cast<int>(I) + 1, W>...};
 }
-constexpr auto kKernels = kernel_table(std::make_index_sequence<kMR>{});  // kKernels[w - 1]: w rows
+// kKernels<W>[w - 1]: w rows
+template <typename W>
+constexpr auto kKernels = kernel_table<W>(std::make_index_sequence<kMR>{});
+
+// The panel storage W of w (float or std::uint16_t for bf16).
+template <typename W>
+const W* panel_of(const PackedMatrix& w, std::size_t p) {
+  if constexpr (std::is_same_v<W, float>)
+    return w.panel(p);
+  else
+    return w.panel_bf16(p);
+}
 
 // y[0, p·32 …] for NP consecutive panels from p0 (m = 1): 2·NP independent accumulators, one chain each.
-template <int NP>
+template <int NP, typename W>
 void gemv_kernel(const float* __restrict x, const PackedMatrix& w, std::size_t p0, float* y,
                  const float* bias) {
   const std::size_t K = w.cols(), n = w.rows();
   __m512 acc[2 * NP];
-  const float* b[NP];
+  const W* b[NP];
 #pragma GCC unroll 8
-  for (int q = 0; q < NP; ++q) acc[2 * q] = acc[2 * q + 1] = _mm512_setzero_ps(), b[q] = w.panel(p0 + q);
+  for (int q = 0; q < NP; ++q) acc[2 * q] = acc[2 * q + 1] = _mm512_setzero_ps(), b[q] = panel_of<W>(w, p0 + q);
   for (std::size_t kk = 0; kk < K; ++kk) {
     const __m512 xv = _mm512_set1_ps(x[kk]);
 #pragma GCC unroll 8
     for (int q = 0; q < NP; ++q) {
-      acc[2 * q] = _mm512_fmadd_ps(xv, _mm512_load_ps(b[q] + kk * kPanelCols), acc[2 * q]);
-      acc[2 * q + 1] = _mm512_fmadd_ps(xv, _mm512_load_ps(b[q] + kk * kPanelCols + 16), acc[2 * q + 1]);
+      __m512 b0, b1;
+      load_panel_row(b[q] + kk * kPanelCols, b0, b1);
+      acc[2 * q] = _mm512_fmadd_ps(xv, b0, acc[2 * q]);
+      acc[2 * q + 1] = _mm512_fmadd_ps(xv, b1, acc[2 * q + 1]);
     }
   }
 #pragma GCC unroll 8
@@ -195,9 +258,12 @@ void packed_gemv(const float* x, std::span<const PackedGemmOp> ops) {
   }
   parallel_for(tasks.size(), 1, [&](std::size_t t, std::size_t, std::size_t) {
     const auto& op = ops[tasks[t].op];
-    std::size_t p = tasks[t].begin;
-    for (; p + 4 <= tasks[t].end; p += 4) gemv_kernel<4>(x, *op.w, p, op.y, op.bias);
-    for (; p < tasks[t].end; ++p) gemv_kernel<1>(x, *op.w, p, op.y, op.bias);
+    auto panels = [&]<typename W>(W) {
+      std::size_t p = tasks[t].begin;
+      for (; p + 4 <= tasks[t].end; p += 4) gemv_kernel<4, W>(x, *op.w, p, op.y, op.bias);
+      for (; p < tasks[t].end; ++p) gemv_kernel<1, W>(x, *op.w, p, op.y, op.bias);
+    };
+    op.w->bf16() ? panels(std::uint16_t{}) : panels(float{});
   });
 }
 
@@ -268,38 +334,41 @@ void packed_gemm(const float* x, std::size_t m, std::span<const PackedGemmOp> op
     const std::size_t g = tt / row_blocks, rb = tt % row_blocks;
     const std::size_t p0 = g * tl.group, p1 = std::min(np, p0 + tl.group);
     const std::size_t i0 = rb * kTileMicroPanels, i1 = std::min(mp, i0 + kTileMicroPanels);
-    if (!sched_blocks.empty()) {  // another schedule: its blocks in its order, chains continued in y
-      for (std::size_t bi = 0; bi < sched_blocks.size(); ++bi) {
-        const std::size_t k0 = sched_blocks[bi].begin, kl = sched_blocks[bi].len;
-        const bool first = bi == 0, last = bi + 1 == sched_blocks.size();
-        for (std::size_t i = i0; i < i1; ++i) {
-          const std::size_t r0 = i * kMR, wi = std::min(kMR, m - r0);
-          const MicroKernel kern = kKernels[wi - 1];
-          for (std::size_t p = p0; p < p1; ++p) {
-            const std::size_t c0 = p * kPanelCols, nc = std::min(kPanelCols, n - c0);
-            kern(ap + r0 * k + k0 * wi, w.panel(p) + k0 * kPanelCols, kl, y + r0 * n + c0, n, nc,
-                 last && bias ? bias + c0 : nullptr, !first);
-            if (sched.bf16_every && !last)
-              for (std::size_t r = 0; r < wi; ++r) quantize_inplace(DType::bfloat16, y + (r0 + r) * n + c0, nc);
+    auto tile = [&]<typename W>(W) {
+      if (!sched_blocks.empty()) {  // another schedule: its blocks in its order, chains continued in y
+        for (std::size_t bi = 0; bi < sched_blocks.size(); ++bi) {
+          const std::size_t k0 = sched_blocks[bi].begin, kl = sched_blocks[bi].len;
+          const bool first = bi == 0, last = bi + 1 == sched_blocks.size();
+          for (std::size_t i = i0; i < i1; ++i) {
+            const std::size_t r0 = i * kMR, wi = std::min(kMR, m - r0);
+            const MicroKernel<W> kern = kKernels<W>[wi - 1];
+            for (std::size_t p = p0; p < p1; ++p) {
+              const std::size_t c0 = p * kPanelCols, nc = std::min(kPanelCols, n - c0);
+              kern(ap + r0 * k + k0 * wi, panel_of<W>(w, p) + k0 * kPanelCols, kl, y + r0 * n + c0, n, nc,
+                   last && bias ? bias + c0 : nullptr, !first);
+              if (sched.bf16_every && !last)
+                for (std::size_t r = 0; r < wi; ++r) quantize_inplace(DType::bfloat16, y + (r0 + r) * n + c0, nc);
+            }
           }
         }
+        return;
       }
-      return;
-    }
-    for (std::size_t k0 = 0;; k0 += tl.kb_len) {
-      const std::size_t kl = std::min(tl.kb_len, k - k0);
-      const bool first = k0 == 0, last = k0 + kl >= k;
-      for (std::size_t i = i0; i < i1; ++i) {
-        const std::size_t r0 = i * kMR, wi = std::min(kMR, m - r0);
-        const MicroKernel kern = kKernels[wi - 1];
-        for (std::size_t p = p0; p < p1; ++p) {
-          const std::size_t c0 = p * kPanelCols;
-          kern(ap + r0 * k + k0 * wi, w.panel(p) + k0 * kPanelCols, kl, y + r0 * n + c0, n,
-               std::min(kPanelCols, n - c0), last && bias ? bias + c0 : nullptr, !first);
+      for (std::size_t k0 = 0;; k0 += tl.kb_len) {
+        const std::size_t kl = std::min(tl.kb_len, k - k0);
+        const bool first = k0 == 0, last = k0 + kl >= k;
+        for (std::size_t i = i0; i < i1; ++i) {
+          const std::size_t r0 = i * kMR, wi = std::min(kMR, m - r0);
+          const MicroKernel<W> kern = kKernels<W>[wi - 1];
+          for (std::size_t p = p0; p < p1; ++p) {
+            const std::size_t c0 = p * kPanelCols;
+            kern(ap + r0 * k + k0 * wi, panel_of<W>(w, p) + k0 * kPanelCols, kl, y + r0 * n + c0, n,
+                 std::min(kPanelCols, n - c0), last && bias ? bias + c0 : nullptr, !first);
+          }
         }
+        if (last) break;
       }
-      if (last) break;
-    }
+    };
+    w.bf16() ? tile(std::uint16_t{}) : tile(float{});
   });
 }
 #else
@@ -307,11 +376,19 @@ namespace {
 // Without AVX-512: the same chains, written so the compiler vectorises across a panel's 32 columns (AVX2:
 // 2 rows × 4 ymm of accumulators). Each lane is still one fma chain over k in order, so the bits equal
 // packed_gemm_scalar's; the last panel's padding columns are computed and not stored.
+inline float widen(float v) { return v; }
+inline float widen(std::uint16_t h) { return from_bf16(h); }
+
+template <typename W>
 void generic_rows(const float* x, std::size_t r0, std::size_t r1, const PackedMatrix& w, float* y,
                   const float* bias, const GemmSchedule& sched, const std::vector<KBlock>& blocks) {
   const std::size_t n = w.rows();
   for (std::size_t p = 0; p < w.panels(); ++p) {
-    const float* b = w.panel(p);
+    const W* b;
+    if constexpr (std::is_same_v<W, float>)
+      b = w.panel(p);
+    else
+      b = w.panel_bf16(p);
     const std::size_t c0 = p * kPanelCols, cols = std::min(kPanelCols, n - c0);
     for (std::size_t i = r0; i < r1; i += 2) {
       const std::size_t rows = std::min<std::size_t>(2, r1 - i);
@@ -321,10 +398,11 @@ void generic_rows(const float* x, std::size_t r0, std::size_t r1, const PackedMa
       for (std::size_t bi = 0; bi < blocks.size(); ++bi) {
         for (std::size_t kk = blocks[bi].begin; kk < blocks[bi].begin + blocks[bi].len; ++kk) {
           const float a0 = x0[kk], a1 = x1[kk];
-          const float* bk = b + kk * kPanelCols;
+          const W* bk = b + kk * kPanelCols;
           for (std::size_t c = 0; c < kPanelCols; ++c) {
-            acc[0][c] = std::fma(a0, bk[c], acc[0][c]);
-            acc[1][c] = std::fma(a1, bk[c], acc[1][c]);
+            const float wv = widen(bk[c]);
+            acc[0][c] = std::fma(a0, wv, acc[0][c]);
+            acc[1][c] = std::fma(a1, wv, acc[1][c]);
           }
         }
         if (sched.bf16_every && bi + 1 < blocks.size()) quantize_inplace(DType::bfloat16, &acc[0][0], 2 * kPanelCols);
@@ -342,7 +420,10 @@ void packed_gemm(const float* x, std::size_t m, std::span<const PackedGemmOp> op
   const std::vector<KBlock> blocks = gemm_k_blocks(ops[0].w->cols(), sched);
   for (const auto& op : ops)
     parallel_for(m, 16, [&](std::size_t, std::size_t r0, std::size_t r1) {
-      generic_rows(x, r0, r1, *op.w, op.y, op.bias, sched, blocks);
+      if (op.w->bf16())
+        generic_rows<std::uint16_t>(x, r0, r1, *op.w, op.y, op.bias, sched, blocks);
+      else
+        generic_rows<float>(x, r0, r1, *op.w, op.y, op.bias, sched, blocks);
     });
 }
 #endif

@@ -10,6 +10,10 @@
 // No tile, thread count or row count (decode m = 1 vs prefill) changes that chain, so the result is bitwise
 // the same for any thread count and tiling, a decoded token's logits equal its prefill row, and the scalar
 // twin (packed_gemm_scalar, std::fma in the same order) gives the same bits.
+//
+// A matrix whose every value is a bf16 (the lab's bf16 base rounds the weights) is stored as bf16 panels: half
+// the bytes for a decode step to read, widened to f32 exactly in the kernels, so the same values enter the same
+// chains and the bits do not change.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -45,19 +49,27 @@ class PackedMatrix {
  public:
   PackedMatrix() = default;
   PackedMatrix(const float* w, std::size_t n, std::size_t k) { pack(w, n, k); }
-  void pack(const float* w, std::size_t n, std::size_t k);  // w: row-major [n, k]
+  // w: row-major [n, k]. Stored as bf16 panels when every value is exactly a bf16 (its low 16 bits zero:
+  // no information lost), else as f32 panels.
+  void pack(const float* w, std::size_t n, std::size_t k);
   std::size_t rows() const { return n_; }                   // n (outputs)
   std::size_t cols() const { return k_; }                   // k (inputs)
   bool empty() const { return n_ == 0; }
+  bool bf16() const { return bf16_; }                       // which of the two storages holds the panels
   std::size_t panels() const { return (n_ + kPanelCols - 1) / kPanelCols; }
-  const float* panel(std::size_t p) const { return data_.data() + p * k_ * kPanelCols; }
+  const float* panel(std::size_t p) const;                  // f32 storage: [k][32]
+  const std::uint16_t* panel_bf16(std::size_t p) const;     // bf16 storage: [k][32], the f32's high halves
+  float at(std::size_t p, std::size_t kk, std::size_t c) const;  // element (k kk, column c) of panel p
+  std::size_t bytes() const { return panels() * k_ * kPanelCols * (bf16_ ? 2 : 4); }
   void unpack(float* out) const;  // row-major [n, k]
   std::vector<float> unpack() const;
   void row(std::size_t r, float* out) const;  // w[r, :] (k floats)
 
  private:
   std::size_t n_ = 0, k_ = 0;
-  std::vector<float, Aligned64<float>> data_;  // panels() · k · 32
+  bool bf16_ = false;
+  std::vector<float, Aligned64<float>> data_;                // f32: panels() · k · 32
+  std::vector<std::uint16_t, Aligned64<std::uint16_t>> b16_;  // bf16: panels() · k · 32
 };
 
 // Another k schedule of the same GEMM (the lab's `order=SEED` and `bug:gemm_acc=N`, docs/lab.md). Default:

@@ -59,5 +59,30 @@ TEST(PackedGemmGeneric, SchedulesBitwiseEqualToScalarTwin) {
       }
 }
 
+// bf16 panels (every weight a bf16 value): the generic loop widens them exactly, so the bits are the twin's.
+TEST(PackedGemmGeneric, Bf16PanelsBitwiseEqualToScalarTwin) {
+  std::mt19937 g(13);
+  std::normal_distribution<float> d;
+  for (std::size_t m : {1, 3, 20})
+    for (std::size_t n : {31, 45})
+      for (std::size_t k : {64, 577}) {
+        std::vector<float> x(m * k), w(n * k), b(n), y(m * n, -1.0f), twin(m * n, -2.0f);
+        for (auto* v : {&x, &w, &b})
+          for (auto& e : *v) e = d(g);
+        for (auto& e : w) {  // truncate to bf16 values
+          std::uint32_t u;
+          std::memcpy(&u, &e, 4);
+          u &= 0xFFFF0000u;
+          std::memcpy(&e, &u, 4);
+        }
+        const PackedMatrix pw(w.data(), n, k);
+        ASSERT_TRUE(pw.bf16());
+        packed_gemm(x.data(), m, pw, y.data(), b.data(), GemmSchedule{3, 0});
+        packed_gemm_scalar(x.data(), m, pw, twin.data(), b.data(), GemmSchedule{3, 0});
+        ASSERT_EQ(std::memcmp(y.data(), twin.data(), y.size() * sizeof(float)), 0)
+            << "m " << m << " n " << n << " k " << k;
+      }
+}
+
 }  // namespace
 }  // namespace kc::engine

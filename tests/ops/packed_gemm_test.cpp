@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/parallel.h"
@@ -45,6 +46,51 @@ TEST(PackedGemm, PackRoundTripsAndRows) {
     // panel order: panel p, k-major, 32 columns
     EXPECT_EQ(p.panel((n - 1) / kPanelCols)[(k - 1) * kPanelCols + (n - 1) % kPanelCols], w[n * k - 1]);
   }
+}
+
+// Rounds every value to bf16 (RNE), as the lab's bf16 base rounds weights.
+std::vector<float> bf16_values(std::vector<float> v) {
+  for (auto& x : v) {
+    std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    x = std::bit_cast<float>(u);
+  }
+  return v;
+}
+
+// Weights that are all bf16 values are held as bf16 panels (half the bytes), read back exactly, and give the
+// bits of the same values held as f32: one extra row with a non-bf16 value keeps a copy in f32 storage,
+// whose first n columns must be the bf16 matrix's output bit for bit (columns are independent chains).
+// Every path: decode GEMV (m = 1), row tails, other schedules, the scalar twin.
+TEST(PackedGemm, Bf16PanelsGiveTheBitsOfTheSameValuesInF32) {
+  for (auto [m, n, k] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 576, 576}, {1, 70, 64},
+                         {13, 33, 17}, {24, 130, 96}, {57, 192, 576}, {3, 40, 1536}}) {
+    const std::string what = "m " + std::to_string(m) + " n " + std::to_string(n) + " k " + std::to_string(k);
+    const auto x = random_vec(m * k, 4), b = random_vec(n + 1, 6);
+    auto w = bf16_values(random_vec(n * k, 5));
+    const PackedMatrix p16(w.data(), n, k);
+    ASSERT_TRUE(p16.bf16()) << what;
+    EXPECT_EQ(p16.bytes(), p16.panels() * k * kPanelCols * 2);
+    EXPECT_EQ(p16.unpack(), w) << what;
+    auto w32 = w;
+    for (std::size_t q = 0; q < k; ++q) w32.push_back(q == 0 ? 1.0f + 1e-6f : 0.5f);  // not a bf16
+    const PackedMatrix p32(w32.data(), n + 1, k);
+    ASSERT_FALSE(p32.bf16()) << what;
+    for (GemmSchedule s : {GemmSchedule{}, GemmSchedule{5, 0}, GemmSchedule{0, 32}}) {
+      std::vector<float> y16(m * n), y32(m * (n + 1)), twin(m * n);
+      packed_gemm(x.data(), m, p16, y16.data(), b.data(), s);
+      packed_gemm(x.data(), m, p32, y32.data(), b.data(), s);
+      packed_gemm_scalar(x.data(), m, p16, twin.data(), b.data(), s);
+      std::vector<float> y32n;
+      for (std::size_t i = 0; i < m; ++i) y32n.insert(y32n.end(), &y32[i * (n + 1)], &y32[i * (n + 1)] + n);
+      expect_bitwise(y16, y32n, what + " order " + std::to_string(s.order));
+      expect_bitwise(y16, twin, what + " twin");
+    }
+  }
+  std::vector<float> w = {1.0f, 0.5f, -2.0f, 3.0f};  // bf16 values, one with low bits set: f32 storage
+  EXPECT_TRUE(PackedMatrix(w.data(), 2, 2).bf16());
+  w[3] = std::bit_cast<float>(std::bit_cast<std::uint32_t>(w[3]) | 1u);
+  EXPECT_FALSE(PackedMatrix(w.data(), 2, 2).bf16());
 }
 
 TEST(PackedGemm, KernelMatchesScalarTwinBitwiseAndTwinMatchesF64) {
