@@ -50,9 +50,9 @@ struct DepthCell {
   bool above = false;                          // the bucket's floor test rejected (Holm over the report)
 };
 
-const SplitSummary* depth_split(const RunSummary& s, const std::string& bucket) {
+const SplitSummary* depth_split(const RunSummary& s, const SplitId& bucket) {
   for (const auto& d : s.by_depth)
-    if (d.name == bucket) return &d;
+    if (d.id == bucket) return &d;
   return nullptr;
 }
 
@@ -62,16 +62,16 @@ std::vector<DepthCell> depth_cells(const JudgeReport& r) {
   for (const SplitSummary& d : r.cand.by_depth) {
     if (d.n < r.options.min_split_center) continue;
     DepthCell c;
-    c.bucket = d.name;
+    c.bucket = d.id.name;
     c.n = d.n;
     c.kl_median = d.kl.median;
     double sum = 0;
     int m = 0;
     for (const RunSummary& f : r.noise)
-      if (const SplitSummary* fd = depth_split(f, d.name)) sum += fd->kl.median, ++m;
+      if (const SplitSummary* fd = depth_split(f, d.id)) sum += fd->kl.median, ++m;
     c.floor_median = m ? sum / m : NAN;
     c.median_ratio = c.kl_median / c.floor_median;
-    if (const FloorTest* t = floor_test_of(r, "depth", d.name); t && t->floor_mean > 0 && t->df > 0) {
+    if (const FloorTest* t = floor_test_of(r, d.id); t && t->floor_mean > 0 && t->df > 0) {
       // The excess of the KL mean over the floor's, ± t(0.975, df) of the test's sd, as a ratio.
       const double half = student_t_quantile(0.975, t->df) * t->sd;
       c.mean_ratio = t->cand / t->floor_mean;
