@@ -122,15 +122,55 @@ def strip(x):
     return x
 
 
+def finding_key(f):
+    """A finding's identity: rule, split, statistic. Thresholds findings once named their split by the whole
+    key ("domain.prose.kl_mean" as split and statistic); that spelling is read as (domain prose, kl_mean)."""
+    split, stat = f.get("split"), f.get("statistic")
+    if f.get("rule") == "threshold" and split == stat and isinstance(stat, str):
+        parts = stat.split(".")
+        split, stat = ("overall", stat) if len(parts) == 1 else (" ".join(parts[:-1]), parts[-1])
+    return (f.get("rule"), split, stat)
+
+
+def is_findings(x):
+    return isinstance(x, list) and x and all(isinstance(f, dict) and {"rule", "split", "statistic"} <= set(f) for f in x)
+
+
 def jdiff(a, b, where, out):
+    """Differences of b from a: ("value", path, a, b), ("new", path, b) for a field only b has, ("gone", …),
+    ("order", path, a's order, b's order) for a list of findings whose members agree but not their order."""
     if isinstance(a, dict) and isinstance(b, dict):
-        for k in list(a) + [k for k in b if k not in a]:
-            jdiff(a.get(k, "<missing>"), b.get(k, "<missing>"), f"{where}.{k}", out)
+        if {"rule", "split", "statistic"} <= set(a) and {"rule", "split", "statistic"} <= set(b):
+            a, b = dict(a), dict(b)  # a finding (decided_by): compared by its identity's current spelling
+            a["split"], a["statistic"] = finding_key(a)[1:]
+            b["split"], b["statistic"] = finding_key(b)[1:]
+        for k in a:
+            if k in b:
+                jdiff(a[k], b[k], f"{where}.{k}", out)
+            else:
+                out.append(("gone", f"{where}.{k}", json.dumps(a[k], ensure_ascii=False)[:160], ""))
+        for k in b:
+            if k not in a:
+                out.append(("new", f"{where}.{k}", "", json.dumps(b[k], ensure_ascii=False)[:160]))
+    elif is_findings(a) and is_findings(b) and len(a) == len(b):
+        ka, kb = [finding_key(f) for f in a], [finding_key(f) for f in b]
+        if sorted(ka, key=str) == sorted(kb, key=str):
+            if ka != kb:
+                out.append(("order", where, " | ".join(map(str, ka[:3])), " | ".join(map(str, kb[:3]))))
+            by_b = {finding_key(f): f for f in b}
+            for f in a:
+                g = dict(by_b[finding_key(f)])
+                fa = dict(f)
+                fa["split"], fa["statistic"] = finding_key(f)[1:]
+                g["split"], g["statistic"] = finding_key(g)[1:]
+                jdiff(fa, g, f"{where}[{'/'.join(map(str, finding_key(f)))}]", out)
+        else:
+            out.append(("value", where, str(ka)[:160], str(kb)[:160]))
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for i, (x, y) in enumerate(zip(a, b)):
             jdiff(x, y, f"{where}[{i}]", out)
     elif json.dumps(a, sort_keys=True) != json.dumps(b, sort_keys=True):
-        out.append((where, json.dumps(a, ensure_ascii=False)[:160], json.dumps(b, ensure_ascii=False)[:160]))
+        out.append(("value", where, json.dumps(a, ensure_ascii=False)[:160], json.dumps(b, ensure_ascii=False)[:160]))
 
 
 def load(path, folder):
@@ -157,9 +197,11 @@ def diff(a, b):
         if f.suffix == ".json":
             out = []
             jdiff(strip(json.loads(x)), strip(json.loads(y)), "", out)
-            for where, u, v in out:
-                found.append(f"{f}: {where}: {u} → {v}")
-                per[(mode_of(f), re.sub(r"\[\d+\]", "[]", where))] += 1
+            for kind, where, u, v in out:
+                found.append(f"{f}: {kind} {where}: {u} → {v}")
+                field = re.sub(r"\[[^\]]*\]", "[]", where)
+                field = re.sub(r"\.by_(depth|domain|phase)\.[^.]+\.", r".by_\1.*.", field)
+                per[(mode_of(f), f"{kind} {field}")] += 1
         else:
             lx, ly = x.splitlines(), y.splitlines()
             d = [l for l in difflib.unified_diff(lx, ly, lineterm="", n=0) if l[:1] in "+-" and l[:3] not in ("+++", "---")]

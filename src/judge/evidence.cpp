@@ -7,6 +7,13 @@
 
 #include "judge/words.h"
 
+// Compiled as the judge's per-position loops are (accumulate.cpp): GCC's 512-bit vectors change how the
+// floor test's sums of squares are evaluated (a vectorised in-order sum, no fused multiply-add), and its
+// figures are kept bit for bit.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+#pragma GCC target("prefer-vector-width=512")
+#endif
+
 namespace kc::evidence {
 
 namespace {

@@ -83,8 +83,8 @@ std::string headline(const JudgeReport& r) {
   if (r.verdict == Verdict::inconclusive && !r.inconclusive_reasons.empty())
     return r.inconclusive_reasons.size() == 1
                ? r.inconclusive_reasons.front()
-               : fmt::format("{} (and {} more reasons)", r.inconclusive_reasons.front(),
-                             r.inconclusive_reasons.size() - 1);
+               : fmt::format("{} (and {} more reason{})", r.inconclusive_reasons.front(),
+                             r.inconclusive_reasons.size() - 1, r.inconclusive_reasons.size() > 2 ? "s" : "");
   if (r.findings.empty()) return "no check was made";
   const Finding& f = r.findings.front();
   if (r.verdict != Verdict::fail) return "every check within its limit; closest: " + sentence(f);

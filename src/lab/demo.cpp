@@ -275,7 +275,8 @@ int run_demo(const DemoOptions& o) {
   for (const auto& j : judged) {
     if (j.floor_report.verdict == Verdict::fail)
       std::printf("  %s fails against the floor: %s\n", j.run->name.c_str(), j.floor_report.headline.c_str());
-    if (j.th_report.verdict != j.floor_report.verdict)  // the two columns disagree: say why
+    // One column fails and the other does not: say what the other one read.
+    if ((j.th_report.verdict == Verdict::fail) != (j.floor_report.verdict == Verdict::fail))
       std::printf("  %s is %s vs thresholds: %s\n", j.run->name.c_str(), verdict_name(j.th_report.verdict),
                   j.th_report.headline.c_str());
   }
