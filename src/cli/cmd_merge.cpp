@@ -1,6 +1,7 @@
 // kerncheck merge SHARDS…: combine `kerncheck test --partial` shards and judge them as one run.
-#include <cstdio>
 #include <fmt/ranges.h>
+
+#include <cstdio>
 
 #include "cli/command.h"
 #include "cli/judge_flags.h"
@@ -24,7 +25,8 @@ int run(int argc, char** argv) {
   app.add_option("--json", out.json, "write the JSON report here");
   app.add_option("--junit", out.junit, "write a JUnit XML report here");
   app.add_option("--html", out.html, "write a self-contained HTML report here");
-  app.add_option("--partial", out_partial, "write the merged shard instead of judging (positions may have gaps)");
+  app.add_option("--partial", out_partial,
+                 "write the merged shard instead of judging (positions may have gaps)");
   kc::cli::add_judge_options(app, opt);
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
   kc::check_judge_options(opt);
@@ -42,7 +44,8 @@ int run(int argc, char** argv) {
   }
   if (m.cand.positions_judged() != m.golden.n) {
     std::string have;
-    for (auto& r : m.cand.ranges) have += fmt::format("{}[{}, {})", have.empty() ? "" : ", ", r.first, r.second);
+    for (auto& r : m.cand.ranges)
+      have += fmt::format("{}[{}, {})", have.empty() ? "" : ", ", r.first, r.second);
     kc::throw_input_error(fmt::format("{}", fmt::join(shards, ", ")), "positions",
                           fmt::format("positions [0, {}) of the golden", m.golden.n),
                           have + " (a shard is missing; or merge with --partial)");

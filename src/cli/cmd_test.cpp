@@ -23,7 +23,8 @@ int run(int argc, char** argv) {
   app.add_option("candidate", q.candidate, "candidate file, or full logits [N, vocab] (.npy/.safetensors)")
       ->required()
       ->check(CLI::ExistingFile);
-  app.add_option("--noise", q.noise, "noise-floor run(s): candidates (or logits) of equally correct implementations")
+  app.add_option("--noise", q.noise,
+                 "noise-floor run(s): candidates (or logits) of equally correct implementations")
       ->check(CLI::ExistingFile);
   app.add_option("--thresholds", thresholds_path, "thresholds TOML from kerncheck calibrate")
       ->check(CLI::ExistingFile);
@@ -34,14 +35,16 @@ int run(int argc, char** argv) {
                  "with --html: a `kerncheck locate --json` report of this candidate; the page shows its first "
                  "departing site per phase and links to its HTML (docs/locate.md)")
       ->check(CLI::ExistingFile);
-  app.add_option("--partial", partial_path, "write a shard (accumulators) for kerncheck merge instead of judging");
+  app.add_option("--partial", partial_path,
+                 "write a shard (accumulators) for kerncheck merge instead of judging");
   app.add_option("--positions", positions, "judge golden positions A:B only (shards)");
   app.add_option("--ref-logits", q.ref_logits,
                  "reference full logits [N, vocab]: full-vocabulary KL for logits candidates")
       ->check(CLI::ExistingFile);
-  app.add_option("--worst", q.worst,
-                 "keep the N worst positions (largest KL) in the JSON report (the text shows 10, the HTML 20); "
-                 "`kerncheck locate --positions worst:N` reads them")
+  app.add_option(
+         "--worst", q.worst,
+         "keep the N worst positions (largest KL) in the JSON report (the text shows 10, the HTML 20); "
+         "`kerncheck locate --positions worst:N` reads them")
       ->capture_default_str();
   kc::cli::add_judge_options(app, opt);
   app.add_flag("-q,--quiet", quiet, "print only the verdict line");

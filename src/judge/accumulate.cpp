@@ -447,7 +447,8 @@ JudgeAccumulator accumulate(const Golden& g, const CandidateInput& ci, const Log
                              a.covered.empty() ? nullptr : &a.covered[i * k], k);
         r.nonfinite = (a.flags[i] & kFlagsBroken) || !std::isfinite(r.score.kl);
         r.flip = a.top1_id[i] != g.a.top_ids[gi * k];
-        r.tie = r.flip && (a.covered.empty() || a.covered[i * k]) && a.top1_logprob[i] == a.logprobs_at_ref[i * k];
+        r.tie = r.flip && (a.covered.empty() || a.covered[i * k]) &&
+                a.top1_logprob[i] == a.logprobs_at_ref[i * k];
         r.margin = k >= 2 ? static_cast<double>(lp[0]) - static_cast<double>(lp[1]) : NAN;
         float tc = a.token_logprob[i];
         if (!(a.flags[i] & kFlagTokenUnknown) && !std::isnan(tc)) {

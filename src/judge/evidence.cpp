@@ -33,8 +33,8 @@ std::array<double, kMarginBins> expected_flips(const JudgeAccumulator& a, double
 
 // Per segment j, x_j = (Σ KL of the split's positions in j) / (the split's positions): Σ_j x_j is the
 // run's KL mean over the split. *n_out: the split's positions with finite KL.
-std::vector<double> segment_contributions(const JudgeAccumulator& a, const SplitId& split, std::int64_t* n_out,
-                                          int* segments_out) {
+std::vector<double> segment_contributions(const JudgeAccumulator& a, const SplitId& split,
+                                          std::int64_t* n_out, int* segments_out) {
   std::vector<double> x(a.n_segments, 0.0);
   std::uint64_t n = 0;
   int segs = 0;
@@ -113,7 +113,8 @@ Paired paired_test(const std::vector<double>& c, const std::vector<const std::ve
 }
 
 // One split's floor test, with each noise run's own t against the others (leave one out, ≥ 3 runs).
-FloorTest floor_test(const SplitId& split, const JudgeAccumulator& cand, const std::vector<JudgeAccumulator>& noise) {
+FloorTest floor_test(const SplitId& split, const JudgeAccumulator& cand,
+                     const std::vector<JudgeAccumulator>& noise) {
   FloorTest ft;
   ft.split = split;
   ft.statistic = floor_test_statistic().name;
@@ -255,7 +256,8 @@ void holm(JudgeReport& R) {
     if (order[rank] < n_bins) continue;
     FloorTest& ft = R.floor_tests[order[rank] - n_bins];
     ft.rejected = rej[order[rank]];
-    ft.limit = ft.floor_mean + student_t_quantile(1 - o.alpha / (K - static_cast<double>(rank)), ft.df) * ft.sd;
+    ft.limit =
+        ft.floor_mean + student_t_quantile(1 - o.alpha / (K - static_cast<double>(rank)), ft.df) * ft.sd;
   }
   for (FloorTest& ft : R.floor_tests) {
     // Power at the first Holm level (Bonferroni α/K): the smallest increase found with probability `power`.

@@ -59,7 +59,8 @@ void add(JudgeReport& R, Finding f) {
   R.findings.push_back(std::move(f));
 }
 
-// ---- the rules: each reads the evidence and adds its findings ----------------------------------------------
+// ---- the rules: each reads the evidence and adds its findings
+// ----------------------------------------------
 
 // 1. Non-finite output fails in every mode.
 void rule_nonfinite(JudgeReport& R) {
@@ -175,12 +176,14 @@ void inconclusive_reasons(JudgeReport& R, const Thresholds* th) {
   if (th && !th->golden_checksum.empty() && th->golden_checksum != R.golden.checksum)
     why.push_back(words::reason_other_golden(th->golden_checksum, R.golden.checksum));
   if (R.mode == JudgeMode::none) why.push_back(words::reason_no_reference());
-  if (R.positions_judged < o.min_positions) why.push_back(words::reason_few_positions(R.positions_judged, o.min_positions));
+  if (R.positions_judged < o.min_positions)
+    why.push_back(words::reason_few_positions(R.positions_judged, o.min_positions));
   if (R.mode == JudgeMode::noise && static_cast<std::int64_t>(ov.n_uncertain) < o.min_uncertain)
     why.push_back(words::reason_few_uncertain(ov.n_uncertain, o.min_uncertain));
   for (const FloorTest& t : R.floor_tests)  // a split that matters must detect mde_target with `power`
     if (t.matters && !(t.mde_ratio <= o.mde_target)) why.push_back(words::reason_power(t, o));
-  if (ov.coverage_mass < o.min_coverage) why.push_back(words::reason_coverage(ov.coverage_mass, R.golden.k, o.min_coverage));
+  if (ov.coverage_mass < o.min_coverage)
+    why.push_back(words::reason_coverage(ov.coverage_mass, R.golden.k, o.min_coverage));
 }
 
 // The failing findings first, rule by rule in Rule's order (the strongest evidence first), each rule's
@@ -191,7 +194,8 @@ bool stronger(const Finding& a, const Finding& b) {
   auto ratio = [](const Finding& f) { return std::isnan(f.ratio) ? -1.0 : f.ratio; };
   if (!a.failed) return ratio(a) > ratio(b);
   if (a.rule != b.rule) return a.rule < b.rule;
-  if (a.p_value != b.p_value && !std::isnan(a.p_value) && !std::isnan(b.p_value)) return a.p_value < b.p_value;
+  if (a.p_value != b.p_value && !std::isnan(a.p_value) && !std::isnan(b.p_value))
+    return a.p_value < b.p_value;
   if (a.rule == Rule::floor_test) return a.t > b.t;
   return ratio(a) > ratio(b);
 }
@@ -203,9 +207,10 @@ void decide(JudgeReport& R) {
   R.headline = words::headline(R);
 }
 
-JudgeReport report_head(const GoldenMeta& golden, const std::string& golden_path, const JudgeAccumulator& cand,
-                        const std::string& cand_path, const std::vector<std::string>& noise_paths,
-                        const Thresholds* th, const JudgeOptions& opt) {
+JudgeReport report_head(const GoldenMeta& golden, const std::string& golden_path,
+                        const JudgeAccumulator& cand, const std::string& cand_path,
+                        const std::vector<std::string>& noise_paths, const Thresholds* th,
+                        const JudgeOptions& opt) {
   JudgeReport R;
   R.options = opt;
   R.golden = golden;
@@ -225,9 +230,11 @@ JudgeReport report_head(const GoldenMeta& golden, const std::string& golden_path
 
 JudgeReport judge(const GoldenMeta& golden, const std::string& golden_path, const JudgeAccumulator& cand,
                   const std::string& cand_path, const std::vector<JudgeAccumulator>& noise,
-                  const std::vector<std::string>& noise_paths, const Thresholds* th, const JudgeOptions& opt) {
+                  const std::vector<std::string>& noise_paths, const Thresholds* th,
+                  const JudgeOptions& opt) {
   check_judge_options(opt);
-  KC_ASSERT(noise.size() == noise_paths.size(), "judge: {} noise runs, {} paths", noise.size(), noise_paths.size());
+  KC_ASSERT(noise.size() == noise_paths.size(), "judge: {} noise runs, {} paths", noise.size(),
+            noise_paths.size());
   JudgeReport R = report_head(golden, golden_path, cand, cand_path, noise_paths, th, opt);
   // The evidence: every number the rules read.
   evidence::summaries(R, cand, noise);

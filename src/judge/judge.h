@@ -106,7 +106,7 @@ struct Finding {
   double p_value = NAN;  // floor_test and flip_test: the test's one-sided p (Holm decides `failed`)
   double t = NAN;        // floor_test: the t statistic
   bool failed = false;
-  std::string detail;    // the numbers behind it (judge/words.h)
+  std::string detail;         // the numbers behind it (judge/words.h)
   std::string where() const;  // "overall", "domain prose", "bin (0.25,0.5]"
   const char* statistic() const { return stat->name; }
 };

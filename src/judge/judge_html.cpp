@@ -235,13 +235,15 @@ std::string summary_table(const JudgeReport& r) {
   };
   std::string s = "<table class=\"summary\">\n";
   s += row({"statistic", "candidate",
-            r.has_floor ? fmt::format("noise floor (mean of {} run{})", r.noise.size(), r.noise.size() == 1 ? "" : "s")
+            r.has_floor ? fmt::format("noise floor (mean of {} run{})", r.noise.size(),
+                                      r.noise.size() == 1 ? "" : "s")
                         : "",
             r.has_floor ? "ratio to floor" : ""},
            true);
   const NumberFormat nf{num, pct};
   for (const StatDef& d : statistics())
-    s += row({escape(d.label), d.show(o, nf), r.has_floor ? floor_cell(d) : "", r.has_floor ? ratio(d.name) : ""});
+    s += row(
+        {escape(d.label), d.show(o, nf), r.has_floor ? floor_cell(d) : "", r.has_floor ? ratio(d.name) : ""});
   s += "</table>\n";
   s += "<table class=\"extra\">\n";
   s += row({"Pinsker bound |ΔAcc| ≤ √(½ Σ KL)",
@@ -278,7 +280,8 @@ std::string failing_summary(const JudgeReport& r) {
     const Finding* worst;
     int failed = 0, checked = 0;
   };
-  std::vector<std::pair<std::pair<Rule, const StatDef*>, Group>> groups;  // in order of their strongest finding
+  std::vector<std::pair<std::pair<Rule, const StatDef*>, Group>>
+      groups;  // in order of their strongest finding
   for (const Finding& f : r.findings) {
     const std::pair<Rule, const StatDef*> key{f.rule, f.stat};
     auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == key; });
@@ -320,17 +323,18 @@ std::string findings_table(const JudgeReport& r) {
 
 std::string bins_table(const JudgeReport& r) {
   std::string s = "<table class=\"bins\">\n";
-  s += row({"margin bin", "positions", "flips", "of which ties", "rate [95 % CI]", "floor rate [95 % CI]",
-            "floor ties", "p (Fisher, one-sided)", "significant (Holm)", "expected flips (Gaussian, floor σ)"},
-           true);
+  s +=
+      row({"margin bin", "positions", "flips", "of which ties", "rate [95 % CI]", "floor rate [95 % CI]",
+           "floor ties", "p (Fisher, one-sided)", "significant (Holm)", "expected flips (Gaussian, floor σ)"},
+          true);
   auto rate = [](const BinCount& c) {
     return c.n ? fmt::format("{} [{}, {}]", pct(c.rate), pct(c.ci_lo), pct(c.ci_hi)) : std::string("–");
   };
   for (const BinReport& b : r.bins)
     s += row({escape(b.label), std::to_string(b.cand.n), std::to_string(b.cand.flips),
               std::to_string(b.cand.tie_flips), rate(b.cand), r.has_floor ? rate(b.floor) : "–",
-              r.has_floor ? std::to_string(b.floor.tie_flips) : "–", num(b.p_value), b.rejected ? "yes" : "no",
-              num(b.expected_flips)});
+              r.has_floor ? std::to_string(b.floor.tie_flips) : "–", num(b.p_value),
+              b.rejected ? "yes" : "no", num(b.expected_flips)});
   return s + "</table>\n";
 }
 
@@ -358,8 +362,8 @@ std::string splits_table(const JudgeReport& r) {
   s += row({"split", "positions", "KL mean", "median", "p99", "max", "flips", "flip rate (0,1]"}, true);
   auto add = [&](const std::vector<SplitSummary>& v) {
     for (const SplitSummary& x : v)
-      s += row({escape(x.id.label()), std::to_string(x.n), num(x.kl.mean), num(x.kl.median),
-                num(x.kl.p99), num(x.kl.max), std::to_string(x.flips), pct(x.flip_rate_uncertain)});
+      s += row({escape(x.id.label()), std::to_string(x.n), num(x.kl.mean), num(x.kl.median), num(x.kl.p99),
+                num(x.kl.max), std::to_string(x.flips), pct(x.flip_rate_uncertain)});
   };
   add(r.cand.by_domain);
   add(r.cand.by_phase);
@@ -434,8 +438,11 @@ code{font-size:12px;white-space:pre-wrap}details summary{cursor:pointer;color:#5
 // The verdict in words (the headline; under a FAIL the deciding finding's numbers), the notes (a floor
 // mismatch first, said loudly), and the INCONCLUSIVE reasons, which under a FAIL are caveats.
 std::string verdict_section(const JudgeReport& r) {
-  const char* verb = r.verdict == Verdict::fail ? "Failed" : r.verdict == Verdict::pass ? "Passed" : "Inconclusive";
-  std::string h = fmt::format("<div class=\"decided\" id=\"decided-by\"><b>{}</b>: {}", verb, escape(r.headline));
+  const char* verb = r.verdict == Verdict::fail   ? "Failed"
+                     : r.verdict == Verdict::pass ? "Passed"
+                                                  : "Inconclusive";
+  std::string h =
+      fmt::format("<div class=\"decided\" id=\"decided-by\"><b>{}</b>: {}", verb, escape(r.headline));
   if (r.verdict == Verdict::fail && !r.findings.front().detail.empty())
     h += "<br><span class=\"meta\">" + escape(r.findings.front().detail) + "</span>";
   h += "</div>\n";
@@ -443,12 +450,13 @@ std::string verdict_section(const JudgeReport& r) {
     h += "<ul class=\"notes\">";
     for (const std::string& n : r.notes)
       h += n.rfind("FLOOR MISMATCH", 0) == 0 ? "<li class=\"mismatch\"><b>" + escape(n) + "</b></li>"
-                                            : "<li>" + escape(n) + "</li>";
+                                             : "<li>" + escape(n) + "</li>";
     h += "</ul>\n";
   }
   if (!r.inconclusive_reasons.empty()) {
     const bool fail = r.verdict == Verdict::fail;
-    h += fail ? "<div class=\"caveats\"><b>" + escape(words::caveats_title()) + "</b><ul>" : "<ul class=\"inconclusive\">";
+    h += fail ? "<div class=\"caveats\"><b>" + escape(words::caveats_title()) + "</b><ul>"
+              : "<ul class=\"inconclusive\">";
     for (auto& s : r.inconclusive_reasons) h += "<li>" + escape(s) + "</li>";
     h += fail ? "</ul></div>\n" : "</ul>\n";
   }

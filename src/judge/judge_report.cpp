@@ -63,9 +63,9 @@ ordered split_json(const SplitSummary& s) {
 }
 
 ordered finding_json(const Finding& f) {
-  return {{"rule", rule_name(f.rule)}, {"split", f.where()},   {"statistic", f.statistic()},
-          {"value", num(f.value)},     {"limit", num(f.limit)}, {"floor", num(f.floor)},
-          {"ratio", num(f.ratio)},     {"failed", f.failed},    {"detail", f.detail},
+  return {{"rule", rule_name(f.rule)},     {"split", f.where()},    {"statistic", f.statistic()},
+          {"value", num(f.value)},         {"limit", num(f.limit)}, {"floor", num(f.floor)},
+          {"ratio", num(f.ratio)},         {"failed", f.failed},    {"detail", f.detail},
           {"sentence", words::sentence(f)}};
 }
 
@@ -233,10 +233,11 @@ std::vector<FloorTestRow> floor_test_rows(const JudgeReport& r) {
   for (const FloorTest& t : r.floor_tests) {
     double lo = INFINITY, hi = -INFINITY;
     for (double v : t.floor_runs) lo = std::min(lo, v), hi = std::max(hi, v);
-    rows.push_back({{t.split.label(), g3(t.cand), g3(t.floor_mean), g3(lo) + "…" + g3(hi), fmt::format("{:.2f}", t.t),
-                     g3(t.p_value), fmt::format("{:.3g}", t.mde_ratio), t.rejected ? "yes" : "no"},
-                    t.rejected,
-                    t.matters});
+    rows.push_back(
+        {{t.split.label(), g3(t.cand), g3(t.floor_mean), g3(lo) + "…" + g3(hi), fmt::format("{:.2f}", t.t),
+          g3(t.p_value), fmt::format("{:.3g}", t.mde_ratio), t.rejected ? "yes" : "no"},
+         t.rejected,
+         t.matters});
   }
   return rows;
 }
@@ -286,8 +287,8 @@ std::string render_text(const JudgeReport& r) {
       bool deciding = !r.findings.empty() && r.findings.front().rule == Rule::floor_test &&
                       r.findings.front().split == t.split;
       if (!r.options.explain && !deciding) continue;
-      o << fmt::format("{} {} KL mean: candidate {} | noise runs", deciding ? "deciding:" : "explain: ",
-                       t.split.label(), g3(t.cand));
+      o << fmt::format("{} {} KL mean: candidate {} | noise runs",
+                       deciding ? "deciding:" : "explain: ", t.split.label(), g3(t.cand));
       for (std::size_t i = 0; i < t.floor_runs.size(); ++i)
         o << fmt::format(" {}{}", g3(t.floor_runs[i]),
                          i < t.loo_t.size() ? fmt::format(" (t {:.2f})", t.loo_t[i]) : std::string());
@@ -298,9 +299,9 @@ std::string render_text(const JudgeReport& r) {
   o << "\n";
   auto row = [&](const SplitSummary& s) {
     auto it = r.noise_ratio.find(s.id.prefix() + "kl_median");
-    o << fmt::format("  {:<18} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}\n", s.id.label(), s.n, g3(s.kl.mean),
-                     g3(s.kl.median), g3(s.kl.p99), g3(s.kl.max), g3(s.flip_rate), s.high_margin_flips,
-                     it == r.noise_ratio.end() ? "-" : g3(it->second));
+    o << fmt::format("  {:<18} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}\n", s.id.label(), s.n,
+                     g3(s.kl.mean), g3(s.kl.median), g3(s.kl.p99), g3(s.kl.max), g3(s.flip_rate),
+                     s.high_margin_flips, it == r.noise_ratio.end() ? "-" : g3(it->second));
   };
   o << fmt::format("  {:<18} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}\n", "split", "positions",
                    "KL mean", "KL median", "KL p99", "KL max", "flip rate", "flips>1", "med/floor");
@@ -351,9 +352,10 @@ std::string render_text(const JudgeReport& r) {
                      g3(b.p_value), b.rejected ? "*" : " ", g3(b.expected_flips), b.cand.tie_flips,
                      r.has_floor ? std::to_string(b.floor.tie_flips) : "-");
   }
-  o << fmt::format("  ties: flips the candidate's own log-probs could not order ({} of {} flips; docs/judge.md, "
-                   "\"Tie flips\")\n",
-                   ov.tie_flips, ov.flips);
+  o << fmt::format(
+      "  ties: flips the candidate's own log-probs could not order ({} of {} flips; docs/judge.md, "
+      "\"Tie flips\")\n",
+      ov.tie_flips, ov.flips);
   if (!r.worst.empty()) {
     o << "\n  worst positions (KL):\n";
     int shown = 0;

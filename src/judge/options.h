@@ -17,14 +17,14 @@ struct JudgeOptionDef {
   const char* python;  // "kl_factor"
   Kind kind;
   const char* help;
-  double JudgeOptions::*real = nullptr;          // kind real
-  std::int64_t JudgeOptions::*count = nullptr;   // kind count
-  bool JudgeOptions::*on = nullptr;              // kind flag
-  double lo = 0, hi = 0;                         // the valid range (real, count) …
-  bool lo_open = false, hi_open = false;         // … with open ends where set
-  double get(const JudgeOptions& o) const;       // the value as a number (a flag: 0 or 1)
-  void set(JudgeOptions& o, double v) const;     // a count must be integral, a flag 0 or 1 (else refused)
-  std::string range() const;                     // "in (0, 1)", "≥ 1", …
+  double JudgeOptions::*real = nullptr;         // kind real
+  std::int64_t JudgeOptions::*count = nullptr;  // kind count
+  bool JudgeOptions::*on = nullptr;             // kind flag
+  double lo = 0, hi = 0;                        // the valid range (real, count) …
+  bool lo_open = false, hi_open = false;        // … with open ends where set
+  double get(const JudgeOptions& o) const;      // the value as a number (a flag: 0 or 1)
+  void set(JudgeOptions& o, double v) const;    // a count must be integral, a flag 0 or 1 (else refused)
+  std::string range() const;                    // "in (0, 1)", "≥ 1", …
 };
 
 std::span<const JudgeOptionDef> judge_option_table();

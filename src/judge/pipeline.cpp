@@ -34,7 +34,8 @@ Partial gather_runs(const JudgeRequest& q, std::vector<std::string>& mismatches)
     // The floor check before the noise run's pass: a refusal costs no time.
     const std::string m = check_floor_provenance(path, q.candidate, p.candidate_made_by, path,
                                                  p.noise_made_by.back(), q.allow_floor_mismatch);
-    if (!m.empty() && std::find(mismatches.begin(), mismatches.end(), m) == mismatches.end()) mismatches.push_back(m);
+    if (!m.empty() && std::find(mismatches.begin(), mismatches.end(), m) == mismatches.end())
+      mismatches.push_back(m);
     if (ni.begin != p.cand.ranges.front().first || ni.n != p.cand.positions_judged())
       throw_input_error(path, "positions", "the candidate's positions",
                         fmt::format("[{}, {})", ni.begin, ni.begin + ni.n));
@@ -44,8 +45,8 @@ Partial gather_runs(const JudgeRequest& q, std::vector<std::string>& mismatches)
   return p;
 }
 
-std::vector<std::string> check_floors(const std::vector<Partial>& parts, const std::vector<std::string>& files,
-                                      bool allow) {
+std::vector<std::string> check_floors(const std::vector<Partial>& parts,
+                                      const std::vector<std::string>& files, bool allow) {
   std::vector<std::string> mismatches;
   for (const Partial& c : parts)
     for (std::size_t j = 0; j < parts.size(); ++j)
@@ -63,8 +64,8 @@ std::vector<std::string> check_floors(const std::vector<Partial>& parts, const s
 
 JudgeReport judge_runs(const Partial& runs, const std::vector<std::string>& mismatches,
                        const std::optional<Thresholds>& thresholds, const JudgeOptions& o) {
-  JudgeReport r = judge(runs.golden, runs.golden_path, runs.cand, runs.candidate_path, runs.noise, runs.noise_paths,
-                        thresholds ? &*thresholds : nullptr, o);
+  JudgeReport r = judge(runs.golden, runs.golden_path, runs.cand, runs.candidate_path, runs.noise,
+                        runs.noise_paths, thresholds ? &*thresholds : nullptr, o);
   set_floor_provenance(r, runs.candidate_made_by, runs.noise_made_by, mismatches);
   return r;
 }

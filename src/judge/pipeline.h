@@ -31,8 +31,8 @@ Partial gather_runs(const JudgeRequest& q, std::vector<std::string>& mismatches)
 // The floor check of every entry point: each part's candidate against every part's noise runs (one part
 // for `test`; every shard for `merge`, whose files name them). Refuses (exit 3) unless allow; returns the
 // accepted mismatches, each once.
-std::vector<std::string> check_floors(const std::vector<Partial>& parts, const std::vector<std::string>& files,
-                                      bool allow);
+std::vector<std::string> check_floors(const std::vector<Partial>& parts,
+                                      const std::vector<std::string>& files, bool allow);
 
 // Judges a whole comparison (gather_runs, or merged shards) and puts the floor's provenance and the accepted
 // mismatches into the report. `thresholds`: read_thresholds' (the entry points read it before the runs, so
@@ -41,8 +41,8 @@ JudgeReport judge_runs(const Partial& runs, const std::vector<std::string>& mism
                        const std::optional<Thresholds>& thresholds, const JudgeOptions& o);
 
 struct ReportFiles {
-  std::string json, junit, html;      // "" = not written
-  std::optional<LocateLink> locate;   // with html: the page links a `kerncheck locate` report
+  std::string json, junit, html;     // "" = not written
+  std::optional<LocateLink> locate;  // with html: the page links a `kerncheck locate` report
 };
 // Writes the asked reports atomically.
 void write_reports(const JudgeReport& r, const ReportFiles& f);

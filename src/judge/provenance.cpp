@@ -40,7 +40,8 @@ RunClass run_class(const std::string& variant) {
     const std::string term = variant.substr(at, e - at);
     if (term == "bf16") c.bf16 = true;
     if (term.rfind("kv=", 0) == 0) c.kv_term = term.substr(3), c.kv = canonical_dtype(c.kv_term);
-    if (term.rfind("logits=", 0) == 0) c.logits_term = term.substr(7), c.logits = canonical_dtype(c.logits_term);
+    if (term.rfind("logits=", 0) == 0)
+      c.logits_term = term.substr(7), c.logits = canonical_dtype(c.logits_term);
     at = e + 1;
   }
   return c;
@@ -50,26 +51,30 @@ RunClass run_class(const std::string& variant) {
 
 FloorMismatch floor_provenance_mismatch(const Provenance& cand, const Provenance& floor) {
   using W = FloorMismatch::What;
-  if (cand.engine.empty() || floor.engine.empty() || cand.engine == "logits" || floor.engine == "logits") return {};
+  if (cand.engine.empty() || floor.engine.empty() || cand.engine == "logits" || floor.engine == "logits")
+    return {};
   if (cand.engine != floor.engine) return {W::engine, cand.engine, floor.engine};
   const RunClass a = run_class(cand.variant), b = run_class(floor.variant);
   if (a.bf16 != b.bf16) return {W::base, a.bf16 ? "bf16" : "f32", b.bf16 ? "bf16" : "f32"};
-  if (a.kv != b.kv) return {W::kv, a.kv_term.empty() ? a.kv : a.kv_term, b.kv_term.empty() ? b.kv : b.kv_term};
+  if (a.kv != b.kv)
+    return {W::kv, a.kv_term.empty() ? a.kv : a.kv_term, b.kv_term.empty() ? b.kv : b.kv_term};
   if (a.logits != b.logits)
     return {W::logits, a.logits_term.empty() ? a.logits : a.logits_term,
             b.logits_term.empty() ? b.logits : b.logits_term};
   return {};
 }
 
-std::string check_floor_provenance(const std::string& file, const std::string& cand_path, const Provenance& cand,
-                                   const std::string& noise_path, const Provenance& noise, bool allow) {
+std::string check_floor_provenance(const std::string& file, const std::string& cand_path,
+                                   const Provenance& cand, const std::string& noise_path,
+                                   const Provenance& noise, bool allow) {
   const FloorMismatch m = floor_provenance_mismatch(cand, noise);
   if (!m) return "";
   if (!allow)
-    throw_input_error(file, "variant",
-                      fmt::format("a noise run of the candidate's engine and precision ({}: variant \"{}\"; {})",
-                                  cand_path, cand.variant, words::floor_mismatch_advice(m)),
-                      fmt::format("{} (variant \"{}\")", words::floor_mismatch(m), noise.variant));
+    throw_input_error(
+        file, "variant",
+        fmt::format("a noise run of the candidate's engine and precision ({}: variant \"{}\"; {})", cand_path,
+                    cand.variant, words::floor_mismatch_advice(m)),
+        fmt::format("{} (variant \"{}\")", words::floor_mismatch(m), noise.variant));
   return fmt::format("{}: {}", noise_path, words::floor_mismatch(m));
 }
 

@@ -44,7 +44,7 @@ std::string note_thresholds_with_noise();
 std::string floor_mismatch_note(const std::string& mismatch);
 
 // ---- the floor check ----
-std::string floor_mismatch(const FloorMismatch& m);         // "KV cache fp8 against a floor with KV cache …"
+std::string floor_mismatch(const FloorMismatch& m);  // "KV cache fp8 against a floor with KV cache …"
 std::string floor_mismatch_advice(const FloorMismatch& m);  // what to do about it
 
 }  // namespace kc::words

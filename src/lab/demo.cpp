@@ -9,14 +9,14 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "judge/calibrate.h"
 #include "golden/corpus.h"
+#include "judge/calibrate.h"
 #include "judge/judge_html.h"
-#include "lab/demo_steps.h"
-#include "lab/record_model.h"
 #include "judge/report_format.h"
 #include "judge/svg_plot.h"
 #include "judge/words.h"
+#include "lab/demo_steps.h"
+#include "lab/record_model.h"
 #include "lab/sweep.h"
 
 namespace kc {
@@ -252,9 +252,9 @@ int run_demo(const DemoOptions& o) {
                        *hi / f->floor_mean);
   };
   std::string table =
-      fmt::format("{:<11} {:<21} {:>9} {:>9} {:>10} {:>17} {:>18} {:>8} {:<13} {:<13} {:<13}\n", "run", "variant",
-                  "KL prose", "KL code", "flips", "flips m<=1 (fl.)", "KL mean/fl (runs)", "PPL", "vs floor",
-                  "vs thresholds", "verdict");
+      fmt::format("{:<11} {:<21} {:>9} {:>9} {:>10} {:>17} {:>18} {:>8} {:<13} {:<13} {:<13}\n", "run",
+                  "variant", "KL prose", "KL code", "flips", "flips m<=1 (fl.)", "KL mean/fl (runs)", "PPL",
+                  "vs floor", "vs thresholds", "verdict");
   for (const auto& j : judged) {
     const JudgeReport& r = j.floor_report;
     const SplitSummary& s = r.cand.overall;
@@ -263,8 +263,8 @@ int run_demo(const DemoOptions& o) {
                          g3(domain_median(r.cand, "code")), fmt::format("{}/{}", s.flips, s.n),
                          fmt::format("{} ({})", g3(s.flip_rate_uncertain),
                                      g3(stat_or_nan(r.floor_stats, "flip_rate_uncertain"))),
-                         spread(r), g5(s.ppl_cand), verdict_name(r.verdict), verdict_name(j.th_report.verdict),
-                         verdict_name(demo::overall_verdict(j)));
+                         spread(r), g5(s.ppl_cand), verdict_name(r.verdict),
+                         verdict_name(j.th_report.verdict), verdict_name(demo::overall_verdict(j)));
   }
   table += fmt::format("({})\n", demo::kVerdictColumns);
   const double ppl_ref = judged.front().floor_report.cand.overall.ppl_ref;
@@ -349,7 +349,9 @@ int run_demo(const DemoOptions& o) {
   // The deciding column's headline: what a reader needs to know about the run's verdict.
   auto why = [](const Judged& j) {
     const Verdict v = demo::overall_verdict(j);
-    return v == Verdict::pass ? std::string() : v == j.floor_report.verdict ? j.floor_report.headline : j.th_report.headline;
+    return v == Verdict::pass            ? std::string()
+           : v == j.floor_report.verdict ? j.floor_report.headline
+                                         : j.th_report.headline;
   };
   for (const auto& j : judged) {
     const JudgeReport& r = j.floor_report;

@@ -1,11 +1,12 @@
 #include "lab/demo_steps.h"
 
-#include <cstdio>
 #include <fmt/format.h>
 
+#include <cstdio>
+
 #include "core/error.h"
-#include "lab/record_model.h"
 #include "judge/words.h"
+#include "lab/record_model.h"
 #include "lab/sweep.h"
 
 namespace kc::demo {
@@ -177,11 +178,13 @@ const FloorTest* floor_test_of(const JudgeReport& r, const SplitId& split) {
 
 Verdict overall_verdict(const Judged& j) {
   auto rank = [](Verdict v) { return v == Verdict::fail ? 2 : v == Verdict::inconclusive ? 1 : 0; };
-  return rank(j.floor_report.verdict) >= rank(j.th_report.verdict) ? j.floor_report.verdict : j.th_report.verdict;
+  return rank(j.floor_report.verdict) >= rank(j.th_report.verdict) ? j.floor_report.verdict
+                                                                   : j.th_report.verdict;
 }
 
 const char* const kVerdictColumns =
-    "vs floor: is the run within the normal difference of the equally correct floor runs (the floor test, the "
+    "vs floor: is the run within the normal difference of the equally correct floor runs (the floor test, "
+    "the "
     "KL limits, the flip tests)? vs thresholds: is it on the good side of the limits calibrated from the "
     "demo's known good and bad runs (they only say what separates those runs; a limit never rests on a tail "
     "statistic of a small split)? verdict: the stricter of the two (a miss is never acceptable: either one "

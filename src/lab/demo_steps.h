@@ -76,8 +76,8 @@ int run_deep_demo(const DemoOptions& o);
 // The report's floor test of a split, nullptr if none.
 const FloorTest* floor_test_of(const JudgeReport& r, const SplitId& split);
 
-// One verdict from the two columns (vs the floor, vs the thresholds): the stricter, FAIL over INCONCLUSIVE over
-// PASS. A miss is never acceptable: either reference failing the run fails it.
+// One verdict from the two columns (vs the floor, vs the thresholds): the stricter, FAIL over INCONCLUSIVE
+// over PASS. A miss is never acceptable: either reference failing the run fails it.
 Verdict overall_verdict(const Judged& j);
 // What each verdict column answers, said under every table that shows them.
 extern const char* const kVerdictColumns;

@@ -12,12 +12,12 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "lab/record_model.h"
+#include "io/safetensors.h"
 #include "judge/report_format.h"
 #include "judge/svg_plot.h"
 #include "judge/words.h"
+#include "lab/record_model.h"
 #include "model/variant.h"
-#include "io/safetensors.h"
 
 namespace kc {
 

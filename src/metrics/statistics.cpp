@@ -34,22 +34,30 @@ constexpr StatDef kStatistics[] = {
   {"flip_rate", kSplit, true, true, false, false, FloorLimit::none, "flips", "flip rate", true,
    [](const S& s) { return s.flip_rate; },
    [](const S& s, const F& f) { return fmt::format("{} ({})", s.flips, f.pct(s.flip_rate)); }},
-  {"flip_rate_uncertain", kSplit, true, true, false, false, FloorLimit::none, "flip rate, margin in (0, 1]", "flip rate at margin (0, 1]", true,
+  {"flip_rate_uncertain", kSplit, true, true, false, false, FloorLimit::none, "flip rate, margin in (0, 1]",
+   "flip rate at margin (0, 1]", true,
    [](const S& s) { return s.flip_rate_uncertain; },  // NaN without positions of margin (0, 1]
    [](const S& s, const F& f) { return f.pct(s.flip_rate_uncertain); }},
-  {"high_margin_flips", kSplit, true, true, false, false, FloorLimit::none, "flips above margin 1 (backstop)", "flips above margin 1", false,
+  {"high_margin_flips", kSplit, true, true, false, false, FloorLimit::none, "flips above margin 1 (backstop)",
+   "flips above margin 1", false,
    [](const S& s) { return static_cast<double>(s.high_margin_flips); },
    [](const S& s, const F&) { return std::to_string(s.high_margin_flips); }},
-  {"delta_p_rms", kSplit, true, false, false, false, FloorLimit::none, "Δp of the corpus token, RMS", "Δp RMS", false,
+  {"delta_p_rms", kSplit, true, false, false, false, FloorLimit::none, "Δp of the corpus token, RMS",
+   "Δp RMS", false,
    [](const S& s) { return s.delta_p_rms; },  // NaN without the corpus token's log-prob
    [](const S& s, const F& f) { return f.num(s.delta_p_rms); }},
   // A perplexity difference: it cannot rank variants, so calibrate uses it last.
-  {"nll_diff_mean", kRun, true, false, false, false, FloorLimit::none, "ln perplexity ratio (perplexity ref → cand)", "ln perplexity ratio", false,
+  {"nll_diff_mean", kRun, true, false, false, false, FloorLimit::none, "ln perplexity ratio (perplexity ref → cand)",
+   "ln perplexity ratio", false,
    [](const S& s) { return s.ln_ppl_ratio; },
-   [](const S& s, const F& f) { return f.num(s.ln_ppl_ratio) + " (" + f.num(s.ppl_ref) + " → " + f.num(s.ppl_cand) + ")"; }},
-  {"sigma", kRun, true, false, false, false, FloorLimit::none, "σ of logit error (√ mean var δ)", "per-logit σ", false,
+   [](const S& s, const F& f) {
+     return f.num(s.ln_ppl_ratio) + " (" + f.num(s.ppl_ref) + " → " + f.num(s.ppl_cand) + ")";
+   }},
+  {"sigma", kRun, true, false, false, false, FloorLimit::none, "σ of logit error (√ mean var δ)",
+   "per-logit σ", false,
    [](const S& s) { return s.sigma; }, [](const S& s, const F& f) { return f.num(s.sigma); }},
-  {"nonfinite", kSplit, true, false, true, false, FloorLimit::none, "non-finite positions", "non-finite positions", false,
+  {"nonfinite", kSplit, true, false, true, false, FloorLimit::none, "non-finite positions",
+   "non-finite positions", false,
    [](const S& s) { return static_cast<double>(s.nonfinite); },
    [](const S& s, const F&) { return std::to_string(s.nonfinite); }},
 };

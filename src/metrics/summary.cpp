@@ -19,7 +19,9 @@ namespace kc {
 
 const char* phase_name(int phase) { return phase == 1 ? "decode" : "prefill"; }
 
-SplitId SplitId::depth(int bucket) { return {SplitKind::depth, bucket, std::to_string(depth_bucket_lower(bucket))}; }
+SplitId SplitId::depth(int bucket) {
+  return {SplitKind::depth, bucket, std::to_string(depth_bucket_lower(bucket))};
+}
 
 const char* SplitId::kind_name() const {
   switch (kind) {
@@ -302,11 +304,14 @@ RunSummary summarize(const JudgeAccumulator& acc, const std::string& path, doubl
   };
   std::vector<Task> tasks = {{&all, &all_kl, &all_full, SplitId::overall(), nullptr}};
   for (int d = 0; d < nd; ++d)
-    if (dom[d].n) tasks.push_back({&dom[d], &dom_kl[d], &dom_full[d], SplitId::domain(d, acc.domains[d]), &r.by_domain});
+    if (dom[d].n)
+      tasks.push_back({&dom[d], &dom_kl[d], &dom_full[d], SplitId::domain(d, acc.domains[d]), &r.by_domain});
   for (int p = 0; p < kPhases; ++p)
-    if (phase[p].n) tasks.push_back({&phase[p], &phase_kl[p], &phase_full[p], SplitId::phase(p), &r.by_phase});
+    if (phase[p].n)
+      tasks.push_back({&phase[p], &phase_kl[p], &phase_full[p], SplitId::phase(p), &r.by_phase});
   for (int b = 0; b < kDepthBuckets; ++b)
-    if (depth[b].n) tasks.push_back({&depth[b], &depth_kl[b], &depth_full[b], SplitId::depth(b), &r.by_depth});
+    if (depth[b].n)
+      tasks.push_back({&depth[b], &depth_kl[b], &depth_full[b], SplitId::depth(b), &r.by_depth});
   std::vector<SplitSummary> done(tasks.size());
   parallel_for(tasks.size(), 1, [&](std::size_t i, std::size_t, std::size_t) {
     done[i] = split_summary(*tasks[i].c, *tasks[i].kl, *tasks[i].full, tasks[i].id);

@@ -19,20 +19,20 @@
 #include "compare/methods.h"
 #include "compare/report.h"
 #include "compare/spec.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/suggest.h"
-#include "opmode/cases.h"
 #include "golden/corpus.h"
 #include "golden/golden.h"
+#include "golden/record_topk.h"
 #include "judge/judge.h"
 #include "judge/judge_html.h"
 #include "judge/options.h"
 #include "judge/pipeline.h"
 #include "lab/locate.h"
 #include "lab/record_model.h"
-#include "golden/record_topk.h"
-#include "core/atomic_file.h"
 #include "numeric/formats.h"
+#include "opmode/cases.h"
 #include "opmode/registry.h"
 
 namespace nb = nanobind;
@@ -380,22 +380,22 @@ nb::list judge_option_table_py() {
 
 // The judge of `kerncheck test` (docs/judge.md), through the same pipeline as the CLI: returns (JSON report,
 // text report, exit code). options: keyword → number (flags 0 or 1), checked by _judge.py's types first.
-std::tuple<std::string, std::string, int> judge_py(const std::string& golden_path, const std::string& cand_path,
-                                                   const std::vector<std::string>& noise_paths,
-                                                   const std::optional<std::string>& thresholds_path,
-                                                   const std::map<std::string, double>& options,
-                                                   const std::string& ref_logits, std::size_t worst,
-                                                   const std::string& html, const std::string& junit,
-                                                   const std::string& json, const std::string& locate) {
+std::tuple<std::string, std::string, int> judge_py(
+    const std::string& golden_path, const std::string& cand_path, const std::vector<std::string>& noise_paths,
+    const std::optional<std::string>& thresholds_path, const std::map<std::string, double>& options,
+    const std::string& ref_logits, std::size_t worst, const std::string& html, const std::string& junit,
+    const std::string& json, const std::string& locate) {
   JudgeOptions opt;
   for (const auto& [k, v] : options) {
     const JudgeOptionDef* d = find_judge_option(k);
     if (!d)
-      throw nb::type_error(fmt::format("test(): {}: expected one of the judge's options, got an unknown one", k).c_str());
+      throw nb::type_error(
+          fmt::format("test(): {}: expected one of the judge's options, got an unknown one", k).c_str());
     d->set(opt, v);
   }
   check_judge_options(opt);
-  if (!locate.empty() && html.empty()) fail("locate: expected html= (the page that links to the locate report)");
+  if (!locate.empty() && html.empty())
+    fail("locate: expected html= (the page that links to the locate report)");
   JudgeReport report;
   {
     nb::gil_scoped_release nogil;
@@ -403,8 +403,8 @@ std::tuple<std::string, std::string, int> judge_py(const std::string& golden_pat
     if (!locate.empty()) out.locate = read_locate_link(locate, html);
     std::optional<Thresholds> th;
     if (thresholds_path) th = read_thresholds(*thresholds_path);
-    JudgeRequest q{golden_path, cand_path, noise_paths, ref_logits, std::nullopt, false, worst,
-                   opt.allow_floor_mismatch};
+    JudgeRequest q{golden_path,  cand_path, noise_paths, ref_logits,
+                   std::nullopt, false,     worst,       opt.allow_floor_mismatch};
     std::vector<std::string> mismatches;
     const Partial runs = gather_runs(q, mismatches);
     report = judge_runs(runs, mismatches, th, opt);

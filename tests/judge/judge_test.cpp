@@ -12,10 +12,10 @@
 #include <random>
 
 #include "core/error.h"
+#include "golden/golden.h"
 #include "judge/calibrate.h"
 #include "judge/options.h"
 #include "judge/words.h"
-#include "golden/golden.h"
 
 namespace kc {
 namespace {
@@ -299,10 +299,18 @@ TEST(Verdict, HeadlineOrder) {
 // Every default of the option table that can change a verdict, pinned (docs/judge.md's table says them).
 TEST(Options, DefaultsAndRanges) {
   const JudgeOptions o;
-  const std::map<std::string, double> want{
-      {"kl_factor", 2},          {"kl_abs_min", 1e-6},   {"alpha", 0.05},     {"min_positions", 1000},
-      {"min_split_center", 100}, {"min_split_tail", 1000}, {"min_uncertain", 50}, {"min_coverage", 0.99},
-      {"mde_target", 1.25},      {"power", 0.95},          {"explain", 0},      {"allow_floor_mismatch", 0}};
+  const std::map<std::string, double> want{{"kl_factor", 2},
+                                           {"kl_abs_min", 1e-6},
+                                           {"alpha", 0.05},
+                                           {"min_positions", 1000},
+                                           {"min_split_center", 100},
+                                           {"min_split_tail", 1000},
+                                           {"min_uncertain", 50},
+                                           {"min_coverage", 0.99},
+                                           {"mde_target", 1.25},
+                                           {"power", 0.95},
+                                           {"explain", 0},
+                                           {"allow_floor_mismatch", 0}};
   std::map<std::string, double> got;
   for (const JudgeOptionDef& d : judge_option_table()) got[d.python] = d.get(o);
   EXPECT_EQ(got, want);
@@ -317,7 +325,8 @@ TEST(Options, DefaultsAndRanges) {
     }
     return std::string();
   };
-  EXPECT_NE(refused("alpha", 0).find("--alpha (alpha): expected a value in (0, 1), got 0"), std::string::npos);
+  EXPECT_NE(refused("alpha", 0).find("--alpha (alpha): expected a value in (0, 1), got 0"),
+            std::string::npos);
   EXPECT_NE(refused("alpha", 1).find("--alpha"), std::string::npos);
   EXPECT_NE(refused("kl_factor", 0.99).find("≥ 1"), std::string::npos);
   EXPECT_NE(refused("mde_target", 1).find("> 1"), std::string::npos);
@@ -352,7 +361,7 @@ TEST(Provenance, FloorMismatchComparesDtypesNotSpellings) {
 }
 
 // Calibration does not rest a limit on a tail statistic (p99, p99.9, max) of a split too small for it:
-// one or two positions decide those (a limit on depth.16.kl_max over 128 positions passed a regression).
+// one or two positions decide those (a limit on depth.16.kl_max rests on one position of 128).
 TEST(Calibrate, TailStatisticsOfSmallSplitsAreLeftOut) {
   RunSummary r;
   r.overall.id = SplitId::overall(), r.overall.n = 5000;
@@ -368,7 +377,8 @@ TEST(Calibrate, TailStatisticsOfSmallSplitsAreLeftOut) {
     EXPECT_EQ(all.count(k), 1u) << k;  // reported
     EXPECT_EQ(cal.count(k), 0u) << k;  // not calibrated on
   }
-  for (const char* k : {"depth.16.kl_mean", "depth.16.kl_median", "depth.16.kl_p90", "depth.2048.kl_max", "kl_max"})
+  for (const char* k :
+       {"depth.16.kl_mean", "depth.16.kl_median", "depth.16.kl_p90", "depth.2048.kl_max", "kl_max"})
     EXPECT_EQ(cal.count(k), 1u) << k;
 }
 

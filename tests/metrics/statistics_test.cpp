@@ -105,7 +105,8 @@ TEST(Statistics, HtmlCellsShowTheSummaryFields) {
 
 // A split's identity: its label, its statistic keys and its cells, from the type, never from its name.
 TEST(Statistics, SplitIdLabelsKeysAndCells) {
-  const SplitId dom = SplitId::domain(1, "prose"), dec = SplitId::phase(1), deep = SplitId::depth(depth_bucket(2048));
+  const SplitId dom = SplitId::domain(1, "prose"), dec = SplitId::phase(1),
+                deep = SplitId::depth(depth_bucket(2048));
   EXPECT_EQ(SplitId::overall().label(), "overall");
   EXPECT_EQ(SplitId::overall().prefix(), "");
   EXPECT_EQ(dom.label(), "domain prose");
