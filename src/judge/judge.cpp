@@ -54,6 +54,12 @@ std::string Finding::where() const { return bin >= 0 ? "bin " + margin_bin_label
 
 namespace {
 
+Finding finding(Rule rule, SplitId split, const StatDef* stat, int bin = -1) {
+  Finding f;
+  f.rule = rule, f.split = std::move(split), f.stat = stat, f.bin = bin;
+  return f;
+}
+
 void add(JudgeReport& R, Finding f) {
   if (std::isnan(f.ratio) && f.limit > 0) f.ratio = f.value / f.limit;
   R.findings.push_back(std::move(f));
@@ -65,7 +71,7 @@ void add(JudgeReport& R, Finding f) {
 // 1. Non-finite output fails in every mode.
 void rule_nonfinite(JudgeReport& R) {
   const std::int64_t n = R.cand.overall.nonfinite;
-  Finding f{Rule::nonfinite, SplitId::overall(), -1, find_statistic("nonfinite")};
+  Finding f = finding(Rule::nonfinite, SplitId::overall(), find_statistic("nonfinite"));
   f.value = static_cast<double>(n), f.limit = 0, f.ratio = n ? INFINITY : 0.0, f.failed = n > 0;
   f.detail = words::nonfinite_detail(n);
   add(R, std::move(f));
@@ -76,7 +82,7 @@ void rule_backstop(JudgeReport& R, const JudgeAccumulator& cand) {
   std::uint64_t floor_flips = 0;
   for (int b = kHighMarginBin; b < kMarginBins; ++b) floor_flips += R.bins[b].floor.flips;
   const std::uint64_t flips = R.cand.overall.high_margin_flips;
-  Finding f{Rule::backstop, SplitId::overall(), -1, find_statistic("high_margin_flips")};
+  Finding f = finding(Rule::backstop, SplitId::overall(), find_statistic("high_margin_flips"));
   f.failed = flips > 0 && floor_flips == 0;
   f.value = static_cast<double>(flips), f.limit = 0, f.floor = static_cast<double>(floor_flips);
   f.ratio = f.failed ? INFINITY : 0.0;
@@ -96,7 +102,7 @@ void rule_kl_limit(JudgeReport& R) {
       auto v = R.stats.find(key);
       auto fl = R.floor_stats.find(key);
       if (v == R.stats.end() || fl == R.floor_stats.end()) continue;
-      Finding f{Rule::kl_limit, s->id, -1, &d};
+      Finding f = finding(Rule::kl_limit, s->id, &d);
       f.value = v->second, f.floor = fl->second, f.limit = std::max(o.kl_factor * fl->second, o.kl_abs_min);
       f.failed = f.value > f.limit;
       f.detail = words::kl_limit_detail(o.kl_factor, fl->second, o.kl_abs_min);
@@ -107,7 +113,7 @@ void rule_kl_limit(JudgeReport& R) {
 // 3b. Noise mode: the paired floor test of each split's KL mean, rejected by Holm.
 void rule_floor_test(JudgeReport& R) {
   for (const FloorTest& t : R.floor_tests) {
-    Finding f{Rule::floor_test, t.split, -1, &floor_test_statistic()};
+    Finding f = finding(Rule::floor_test, t.split, &floor_test_statistic());
     f.value = t.cand, f.limit = t.limit, f.floor = t.floor_mean, f.p_value = t.p_value, f.t = t.t;
     f.failed = t.rejected;
     f.detail = words::floor_test_detail(t, R.family_size, R.options.alpha, R.options.power);
@@ -120,7 +126,7 @@ void rule_flip_test(JudgeReport& R) {
   for (int b = 0; b < kMarginBins; ++b) {
     const BinReport& br = R.bins[b];
     if (!br.tested) continue;
-    Finding f{Rule::flip_test, SplitId::overall(), b, find_statistic("flip_rate")};
+    Finding f = finding(Rule::flip_test, SplitId::overall(), find_statistic("flip_rate"), b);
     f.value = br.cand.rate, f.limit = br.floor.rate, f.floor = br.floor.rate, f.p_value = br.p_value;
     f.ratio = br.floor.rate > 0 ? br.cand.rate / br.floor.rate : (br.cand.flips ? INFINITY : 0.0);
     f.failed = br.rejected;
@@ -149,7 +155,7 @@ SplitId limit_split(const std::string& key, const JudgeReport& R, const std::str
 // 4. Thresholds mode: every statistic of the table above its calibrated limit (below, where lower is worse).
 void rule_thresholds(JudgeReport& R, const Thresholds& th) {
   for (auto& [key, limit] : th.limits) {
-    Finding f{Rule::threshold, limit_split(key, R, th.path), -1, statistic_of_key(key)};
+    Finding f = finding(Rule::threshold, limit_split(key, R, th.path), statistic_of_key(key));
     f.limit = limit;
     auto it = R.stats.find(key);
     if (it == R.stats.end()) {

@@ -40,7 +40,7 @@ std::string kl_limit_detail(double kl_factor, double floor, double kl_abs_min) {
 
 std::string floor_test_detail(const FloorTest& t, int family_size, double alpha, double power) {
   std::string runs;
-  for (double v : t.floor_runs) runs += (runs.empty() ? "" : " ") + fmt::format("{:.4g}", v);
+  for (double v : t.floor_runs) runs += fmt::format("{}{:.4g}", runs.empty() ? "" : " ", v);
   return fmt::format(
       "paired over {} segments: t = {:.3g} (df {:.3g}), one-sided p = {:.3g} (Holm, family of {} at α = {}); "
       "floor "

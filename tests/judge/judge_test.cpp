@@ -290,8 +290,14 @@ TEST(Verdict, HeadlineOrder) {
     double last_p = 0, last_ratio = INFINITY;
     for (const Finding& f : r.findings) {
       if (!f.failed) break;
-      if (f.rule == Rule::floor_test) EXPECT_GE(f.p_value, last_p), last_p = f.p_value;
-      if (f.rule == Rule::kl_limit) EXPECT_LE(f.ratio, last_ratio), last_ratio = f.ratio;
+      if (f.rule == Rule::floor_test) {
+        EXPECT_GE(f.p_value, last_p);
+        last_p = f.p_value;
+      }
+      if (f.rule == Rule::kl_limit) {
+        EXPECT_LE(f.ratio, last_ratio);
+        last_ratio = f.ratio;
+      }
     }
   }
 }
