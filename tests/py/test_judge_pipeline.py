@@ -443,8 +443,8 @@ def test_python_and_cli_judge_alike(data, case):
 
 
 def test_python_and_cli_judge_alike_on_the_metric_corpora(tmp_path):
-    """The corpora of test_judge_metrics' hard cases (partial coverage, a logits candidate, exact ties):
-    the same report from both."""
+    """A corpus like test_judge_metrics' hard cases (exact ties at the top, a candidate and a floor given as
+    files or as full logits): the same report from both."""
     rng = np.random.default_rng(9)
     x = real_looking_logits(rng, 1200, 300)
     y = (x + rng.normal(0, 0.05, x.shape)).astype(np.float32)
