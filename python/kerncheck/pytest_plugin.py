@@ -90,20 +90,12 @@ class Kerncheck:
         return rep
 
 
-def _g(v):
-    return f"{v:.3g}" if isinstance(v, (int, float)) else str(v)  # the report writes inf/NaN as strings
-
-
 def _why(rep):
-    """One line: the deciding finding of a FAIL, the reasons of an INCONCLUSIVE."""
+    """One line: the reasons of an INCONCLUSIVE, else the judge's own headline (the deciding evidence of a
+    FAIL in words, src/judge/words.cpp)."""
     if rep.verdict == "INCONCLUSIVE":
         return "; ".join(rep.json.get("inconclusive_reasons") or []) or "INCONCLUSIVE"
-    f = rep.decided_by
-    if not f or not f.get("failed"):
-        return "all checks within their limits"
-    what = f['statistic'] if f['split'] == f['statistic'] else f"{f['split']} {f['statistic']}"
-    return (f"{what} = {_g(f['value'])} > limit {_g(f['limit'])} ({_g(f['ratio'])}x, {f['rule']})"
-            + (f": {f['detail']}" if f['detail'] else ""))
+    return rep.headline
 
 
 @pytest.fixture
@@ -119,7 +111,7 @@ def kerncheck(request):
     known = set(_CLOSE_KEYWORDS) | set(_TEST_KEYWORDS) | {"golden"}
     from . import _core
 
-    known |= set(_core.judge_option_names())
+    known |= {o["python"] for o in _core.judge_option_table()}
     for k in defaults:
         if k not in known:
             raise TypeError(f"@pytest.mark.kerncheck: unexpected keyword {k!r}"

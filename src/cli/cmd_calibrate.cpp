@@ -32,7 +32,7 @@ int run(int argc, char** argv) {
   auto table = [&](const std::string& p) {
     kc::CandidateInput ci = kc::open_candidate_input(p, g);
     kc::JudgeAccumulator acc = kc::accumulate(g, ci, nullptr);
-    return std::make_pair(p, kc::stat_table(kc::summarize(acc, p), opt));
+    return std::make_pair(p, kc::calibration_table(kc::summarize(acc, p), opt));
   };
   std::vector<std::pair<std::string, std::map<std::string, double>>> gt, bt;
   for (auto& p : good) gt.push_back(table(p));

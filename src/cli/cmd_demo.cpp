@@ -38,9 +38,7 @@ int run(int argc, char** argv) {
                  "preset's)");
   kc::cli::add_judge_options(app, o.judge);
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
-  if (!(o.judge.kl_factor >= 1)) kc::fail("--kl-factor: expected ≥ 1, got {}", o.judge.kl_factor);
-  if (!(o.judge.alpha > 0 && o.judge.alpha < 1))
-    kc::fail("--alpha: expected in (0, 1), got {}", o.judge.alpha);
+  kc::check_judge_options(o.judge);
   // "tiny" (a few short segments, seconds) exists for the tests; it measures nothing.
   if (o.preset != "quick" && o.preset != "full" && o.preset != "deep" && o.preset != "tiny" &&
       o.preset != "tiny-deep")

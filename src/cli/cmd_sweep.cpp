@@ -45,9 +45,7 @@ int run(int argc, char** argv) {
   app.add_option("--html", html_path, "write a self-contained HTML page (KL vs bits, knee marked) here");
   kc::cli::add_judge_options(app, o.judge);
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
-  if (!(o.judge.kl_factor >= 1)) kc::fail("--kl-factor: expected ≥ 1, got {}", o.judge.kl_factor);
-  if (!(o.judge.alpha > 0 && o.judge.alpha < 1))
-    kc::fail("--alpha: expected in (0, 1), got {}", o.judge.alpha);
+  kc::check_judge_options(o.judge);
   if (o.prefill_block < 0) kc::fail("--prefill-block: expected ≥ 0, got {}", o.prefill_block);
   o.bits = kc::parse_bit_widths(bits);
   kc::SweepResult r = kc::run_sweep(o);

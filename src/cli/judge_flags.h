@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "judge/judge.h"
+#include "judge/options.h"
 
 namespace kc::cli {
 
@@ -25,21 +26,17 @@ inline std::pair<std::int64_t, std::int64_t> parse_position_range(const std::str
   return {a, b};
 }
 
-// The verdict's knobs, declared once for every judging command.
+// The verdict's options, from the one table (judge/options.h): every judging command has all of them.
 inline void add_judge_options(CLI::App& app, JudgeOptions& opt) {
-  app.add_option("--kl-factor", opt.kl_factor, "noise mode: KL limit = factor × floor")
-      ->capture_default_str();
-  app.add_option("--alpha", opt.alpha, "family-wise false-alarm level (floor tests and flip-rate tests, Holm)")->capture_default_str();
-  app.add_option("--min-positions", opt.min_positions, "fewer positions judged cannot PASS")
-      ->capture_default_str();
-  app.add_option("--mde-target", opt.mde_target,
-                 "decode and the deepest depth bucket must detect this × the floor's KL mean, else INCONCLUSIVE")
-      ->capture_default_str();
-  app.add_flag("--explain", opt.explain,
-               "text report: every floor test's candidate value against each noise run's value");
-  app.add_option("--min-coverage", opt.min_coverage,
-                 "probability mass a partial-coverage candidate must report")
-      ->capture_default_str();
+  for (const JudgeOptionDef& d : judge_option_table()) {
+    using K = JudgeOptionDef::Kind;
+    if (d.kind == K::flag)
+      app.add_flag(d.flag, opt.*d.on, d.help);
+    else if (d.kind == K::count)
+      app.add_option(d.flag, opt.*d.count, d.help)->capture_default_str();
+    else
+      app.add_option(d.flag, opt.*d.real, d.help)->capture_default_str();
+  }
 }
 
 }  // namespace kc::cli

@@ -13,6 +13,15 @@ bool preferred_statistic(const std::string& key) {
   return d && d->preferred;
 }
 
+std::map<std::string, double> calibration_table(const RunSummary& r, const JudgeOptions& o) {
+  std::map<std::string, double> t = stat_table(r, o);
+  for (const SplitSummary* s : all_splits(r))
+    if (s->n < o.min_split_tail)
+      for (const StatDef& d : statistics())
+        if (d.tail) t.erase(s->id.prefix() + d.name);
+  return t;
+}
+
 void require_runs(std::size_t good, std::size_t bad) {
   if (good < 2 || bad < 2)
     fail("calibrate: expected at least 2 --good and 2 --bad runs (got {} and {}): with fewer, the limits "

@@ -45,6 +45,11 @@ struct CalibrationResult {
 };
 bool preferred_statistic(const std::string& key);  // the table's `preferred` (KL and flip statistics)
 
+// A run's statistic table as calibration reads it: stat_table without the tail statistics (p99, p99.9, max)
+// of the splits with fewer than min_split_tail positions, which one or two positions decide (the maximum
+// over a depth bucket of 128 positions is one position).
+std::map<std::string, double> calibration_table(const RunSummary& r, const JudgeOptions& o);
+
 CalibrationResult calibrate(const std::vector<std::pair<std::string, std::map<std::string, double>>>& good,
                             const std::vector<std::pair<std::string, std::map<std::string, double>>>& bad,
                             bool leave_one_out = true);

@@ -22,11 +22,17 @@ enum class Verdict { pass, fail, inconclusive };
 const char* verdict_name(Verdict v);  // "PASS", "FAIL", "INCONCLUSIVE"
 int verdict_exit_code(Verdict v);     // 0, 1, 2
 
+// What the verdict reads the candidate against (docs/judge.md, "Verdict"): nothing, the noise runs, or
+// calibrated thresholds (noise runs then only give ratios, σ and the backstop's floor).
+enum class JudgeMode { none, noise, thresholds };
+const char* mode_name(JudgeMode m);  // "none" | "noise" | "thresholds"
+
+// The verdict's knobs. Every one is a row of the option table (judge/options.h): a flag of `kerncheck test`
+// and `merge`, a keyword of kerncheck.test(), validated in one place.
 struct JudgeOptions {
   double kl_factor = 2.0;               // noise mode: KL limit = kl_factor × floor
   double kl_abs_min = 1e-6;             // … but never below this
-  double alpha = 0.05;                  // family-wise level of the per-bin flip tests (Holm over bins)
-  double backstop_margin = 1.0;         // a flip above this margin that the floor does not have fails
+  double alpha = 0.05;                  // family-wise level of the floor and flip tests (Holm)
   std::int64_t min_positions = 1000;    // fewer positions judged: at best INCONCLUSIVE
   std::int64_t min_split_center = 100;  // a split needs this many positions for mean/median limits
   std::int64_t min_split_tail = 1000;   // … and this many for p99 limits
@@ -35,6 +41,7 @@ struct JudgeOptions {
   double mde_target = 1.25;             // decode / deepest depth must detect this × the floor's KL mean
   double power = 0.95;                  // … with this power
   bool explain = false;                 // text report: every floor test with each noise run's value
+  bool allow_floor_mismatch = false;    // judge against noise runs of another engine or precision
 };
 
 // Calibrated limits: statistic key (see stat_table) → largest passing value (smallest for a statistic
@@ -81,21 +88,35 @@ inline std::map<std::string, double> stat_table(const RunSummary& r, const Judge
 }
 
 // ---- verdict -----------------------------------------------------------------------------------------
+// The rules that can fail a run, in the order in which they decide the headline (docs/judge.md, "Verdict"):
+// non-finite output is beyond doubt; then the KL evidence (the paired floor test, the fixed KL limits, the
+// calibrated limits: each reads many positions); then the flip evidence (a test on one margin bin, the
+// backstop's count above margin 1), which rests on few positions.
+enum class Rule { nonfinite, floor_test, kl_limit, threshold, flip_test, backstop };
+const char* rule_name(Rule r);  // "nonfinite", "floor_test", "kl_limit", "threshold", "flip_test", "backstop"
+
+// One check: a rule applied to one statistic of one split (or one margin bin).
 struct Finding {
-  std::string rule;   // "nonfinite" | "kl_limit" | "flip_test" | "backstop" | "threshold" | "coverage" | …
-  std::string split;  // "overall", "domain prose", "depth 2048", "phase decode", "bin (0.25,0.5]"
-  std::string statistic;  // stat_table key or descriptive name
+  Rule rule = Rule::nonfinite;
+  SplitId split = SplitId::overall();  // overall for nonfinite, backstop and the flip tests
+  int bin = -1;                        // flip_test: the margin bin
+  const StatDef* stat = nullptr;       // what was measured (metrics/statistics.h)
   double value = NAN, limit = NAN, floor = NAN;
-  double ratio = NAN;  // value / limit (> 1 fails)
+  double ratio = NAN;    // value / limit (> 1 fails)
+  double p_value = NAN;  // floor_test and flip_test: the test's one-sided p (Holm decides `failed`)
+  double t = NAN;        // floor_test: the t statistic
   bool failed = false;
-  std::string detail;
+  std::string detail;         // the numbers behind it (judge/words.h)
+  std::string where() const;  // "overall", "domain prose", "bin (0.25,0.5]"
+  const char* statistic() const { return stat->name; }
 };
 
 struct BinReport {
   std::string label;
   BinCount cand, floor;         // floor: pooled over the noise runs (n = runs × positions)
+  bool tested = false;          // noise mode, a non-tie bin with positions: in the Holm family
   double p_value = NAN;         // one-sided Fisher exact, candidate rate > floor rate
-  bool rejected = false;        // after Holm over the non-tie bins
+  bool rejected = false;        // after Holm over the whole family
   double expected_flips = NAN;  // Gaussian model with σ of the floor: Σ Φ(−m / (√2 σ)) over the bin
   double expected_flips_cand_sigma = NAN;  // the same with the candidate's own σ
 };
@@ -103,7 +124,7 @@ struct BinReport {
 // The paired floor test of one split's KL mean (docs/judge.md, "Floor test"): the candidate is one more
 // implementation exchangeable with the noise runs under the null.
 struct FloorTest {
-  std::string split, kind, name;           // split label ("phase decode"), kind and name as in SplitSummary
+  SplitId split;
   std::string statistic;                   // floor_test_statistic() (metrics/statistics.h): kl_mean
   std::int64_t n = 0;                      // candidate positions with finite KL in the split
   int segments = 0;                        // segments with positions in the split
@@ -129,9 +150,12 @@ struct WorstDetail {
 
 struct JudgeReport {
   Verdict verdict = Verdict::inconclusive;
-  std::string mode;               // "thresholds" | "noise" | "none"
-  std::vector<Finding> findings;  // every check made, failing ones first (largest ratio first)
-  std::vector<std::string> inconclusive_reasons;
+  JudgeMode mode = JudgeMode::none;
+  // Every check made: the failing ones first, rule by rule in Rule's order (the strongest of each rule
+  // first: smallest p, else largest ratio); the others by ratio, closest to its limit first.
+  std::vector<Finding> findings;
+  std::string headline;  // the verdict in one sentence (judge/words.h): what a reader needs first
+  std::vector<std::string> inconclusive_reasons;  // under a FAIL: caveats, they do not change it
   std::string golden_path, candidate_path, thresholds_path;
   Provenance candidate_made_by;  // engine / variant of a candidate file (set by the caller; empty for logits)
   std::vector<std::string> noise_paths;
@@ -143,7 +167,7 @@ struct JudgeReport {
   double sigma_floor = NAN;
   std::vector<BinReport> bins;  // overall, with the floor
   std::vector<FloorTest> floor_tests;  // noise mode with ≥ 2 distinct noise runs
-  int family_size = 0;                 // hypotheses under Holm: floor tests + flip bins tested
+  int family_size = 0;                 // hypotheses under Holm: floor tests + flip bins tested (noise mode)
   std::vector<std::string> notes;      // said in every report, never change the verdict
   std::vector<Provenance> noise_made_by;       // set by the caller (empty entries for logits files)
   std::vector<std::string> floor_mismatches;   // accepted with --allow-floor-mismatch (said loudly)
@@ -156,19 +180,25 @@ struct JudgeReport {
 
 // The parts of a run's provenance that a floor must share with the candidate (docs/judge.md, "Floors
 // that match"): engine, base precision (variant term bf16), KV cache dtype (kv=), logits dtype (logits=).
-// Returns "" when they match or cannot be compared (a logits file has no provenance), else a sentence
-// naming the first difference. A variant string that parse_variant refuses (a foreign engine's) is compared
-// by its kv= / logits= / bf16 terms as written.
-std::string floor_provenance_mismatch(const Provenance& cand, const Provenance& floor);
+// A variant string that parse_variant refuses (a foreign engine's, a newer build's) is compared by its
+// bf16 / kv= / logits= terms as written, dtypes by their canonical names either way.
+struct FloorMismatch {
+  enum class What { none, engine, base, kv, logits } what = What::none;
+  std::string cand, floor;  // the two values ("bf16", "f32"; "float8_e4m3fn", "bfloat16"; …)
+  explicit operator bool() const { return what != What::none; }
+};
+// None when they match or cannot be compared (a logits file has no provenance).
+FloorMismatch floor_provenance_mismatch(const Provenance& cand, const Provenance& floor);
 
-// The one floor check of `kerncheck test` and `kerncheck merge`: noise run `noise_path` against the
+// The one floor check of `kerncheck test`, `merge` and kerncheck.test(): noise run `noise_path` against the
 // candidate. On a mismatch, refuses (exit 3; `file` names where the noise run was given: its path, or a
-// shard) naming the candidate and both variants, unless `allow`; then returns "NOISE_PATH: sentence" for
-// the report. Returns "" when they match.
+// shard) naming the candidate, both variants and what to do, unless `allow`; then returns
+// "NOISE_PATH: sentence" for the report. Returns "" when they match.
 std::string check_floor_provenance(const std::string& file, const std::string& cand_path, const Provenance& cand,
                                    const std::string& noise_path, const Provenance& noise, bool allow);
 
-// golden: the golden's metadata (segments for quoting). noise: accumulators of the noise runs.
+// golden: the golden's metadata (segments for quoting). noise: accumulators of the noise runs. Checks the
+// options (check_judge_options) and refuses (exit 3) a thresholds limit on a split this golden lacks.
 JudgeReport judge(const GoldenMeta& golden, const std::string& golden_path, const JudgeAccumulator& cand,
                   const std::string& cand_path, const std::vector<JudgeAccumulator>& noise,
                   const std::vector<std::string>& noise_paths, const Thresholds* thresholds,

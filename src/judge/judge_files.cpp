@@ -2,6 +2,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -10,8 +11,8 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/suggest.h"
-#include "judge/judge.h"
 #include "io/safetensors.h"
+#include "judge/judge.h"
 
 namespace kc {
 
@@ -39,6 +40,20 @@ void check_limit_name(const std::string& path, const std::string& key) {
                                   did_you_mean(kind, std::vector<std::string>{"domain", "phase", "depth"})));
   if (kind == "phase" && prefix != "phase.prefill." && prefix != "phase.decode.")
     throw_input_error(path, field, "phase.prefill. or phase.decode.", "\"" + prefix + "\"");
+  if (kind == "depth") {  // a bucket by its lower edge: 0 or a power of two (depth.64. holds depths 64 … 127)
+    const std::string edge = key.substr(first + 1, dot - first - 1);
+    std::int64_t d = -1;
+    auto [end, ec] = std::from_chars(edge.data(), edge.data() + edge.size(), d);
+    const bool number = ec == std::errc() && end == edge.data() + edge.size() && d >= 0;
+    if (!number || depth_bucket_lower(depth_bucket(d)) != d)
+      throw_input_error(
+          path, field,
+          "a depth bucket's lower edge: depth.0., depth.1., depth.2., depth.4., … (powers of two)",
+          fmt::format("\"{}\"{}", prefix,
+                      number ? fmt::format(" (depth {} is in the bucket depth.{}.)", d,
+                                           depth_bucket_lower(depth_bucket(d)))
+                             : std::string()));
+  }
   const StatDef* d = find_statistic(stat);
   if (!d || d->scope != StatScope::split)
     throw_input_error(path, field, "a per-split statistic the judge measures (docs/judge.md)",
@@ -249,6 +264,34 @@ Partial parse_partial(std::span<const std::uint8_t> bytes, const std::string& pa
   return p;
 }
 
+namespace {
+// Noise run r of two shards is the same run when the shards name the same file, or, for files recorded in
+// pieces (other paths), when both say which engine and variant made them and these agree. A run without
+// provenance (logits) is known by its path only.
+bool same_run(const std::string& path_a, const Provenance& a, const std::string& path_b,
+              const Provenance& b) {
+  if (path_a == path_b) return true;
+  const bool known = !a.engine.empty() && a.engine != "logits" && !b.engine.empty() && b.engine != "logits";
+  return known && a.engine == b.engine && a.variant == b.variant;
+}
+
+std::string run_named(const std::string& path, const Provenance& p) {
+  return p.engine.empty() || p.engine == "logits"
+             ? path
+             : fmt::format("{} (engine {}, variant \"{}\")", path, p.engine, p.variant);
+}
+
+void append_path(std::string& list, const std::string& path) {
+  std::size_t at = 0;  // the list "a, b": add path unless it is one of them
+  while (at <= list.size()) {
+    const std::size_t e = std::min(list.find(", ", at), list.size());
+    if (list.compare(at, e - at, path) == 0 && e - at == path.size()) return;
+    at = e + 2;
+  }
+  list += ", " + path;
+}
+}  // namespace
+
 Partial merge_partials(const std::vector<Partial>& parts, const std::vector<std::string>& paths) {
   if (parts.empty()) throw_input_error("merge", "shards", "at least one --partial shard", "none");
   auto name = [&](std::size_t i) { return i < paths.size() ? paths[i] : fmt::format("shard {}", i + 1); };
@@ -261,6 +304,26 @@ Partial merge_partials(const std::vector<Partial>& parts, const std::vector<std:
     if (p.noise.size() != m.noise.size())
       throw_input_error(name(i), "noise runs", fmt::format("{} (as in {})", m.noise.size(), name(0)),
                         fmt::format("{}", p.noise.size()));
+    // One floor for the whole comparison: noise run r of every shard is noise run r of the first.
+    auto made_by = [](const Partial& x, std::size_t r) {
+      return r < x.noise_made_by.size() ? x.noise_made_by[r] : Provenance{};
+    };
+    for (std::size_t r = 0; r < p.noise.size(); ++r)
+      if (!same_run(parts[0].noise_paths[r], made_by(parts[0], r), p.noise_paths[r], made_by(p, r)))
+        throw_input_error(
+            name(i), fmt::format("noise run {}", r + 1),
+            fmt::format("the same noise run as in {}: {} (one floor for every shard: judge each "
+                        "shard against the same noise runs, in the same order)",
+                        name(0), run_named(parts[0].noise_paths[r], made_by(parts[0], r))),
+            run_named(p.noise_paths[r], made_by(p, r)));
+    if (!same_run(parts[0].candidate_path, parts[0].candidate_made_by, p.candidate_path,
+                  p.candidate_made_by) &&
+        !parts[0].candidate_made_by.engine.empty() && !p.candidate_made_by.engine.empty() &&
+        parts[0].candidate_made_by.engine != "logits" && p.candidate_made_by.engine != "logits")
+      throw_input_error(name(i), "candidate",
+                        fmt::format("the candidate of {}: {}", name(0),
+                                    run_named(parts[0].candidate_path, parts[0].candidate_made_by)),
+                        run_named(p.candidate_path, p.candidate_made_by));
     // The accumulators' shape (a re-sealed shard can lie about it): merge asserts it.
     for (std::size_t r = 0; r <= p.noise.size(); ++r) {
       const JudgeAccumulator& a = r == 0 ? p.cand : p.noise[r - 1];
@@ -282,7 +345,9 @@ Partial merge_partials(const std::vector<Partial>& parts, const std::vector<std:
                               fmt::format("[{}, {})", r.first, r.second));
     m.cand.merge(p.cand);
     for (std::size_t r = 0; r < p.noise.size(); ++r) m.noise[r].merge(p.noise[r]);
-    if (p.candidate_path != m.candidate_path) m.candidate_path += ", " + p.candidate_path;
+    // Files recorded in pieces: the report lists every piece.
+    append_path(m.candidate_path, p.candidate_path);
+    for (std::size_t r = 0; r < p.noise.size(); ++r) append_path(m.noise_paths[r], p.noise_paths[r]);
   }
   return m;
 }

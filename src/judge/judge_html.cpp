@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "judge/svg_plot.h"
+#include "judge/words.h"
 
 namespace kc {
 
@@ -161,7 +162,7 @@ std::string plot_kl_depth(const JudgeReport& r) {
   p.x = {"context depth (tokens, bucket lower edge, log scale)", svg::Scale::log10};
   p.y = {"KL (log scale)", svg::Scale::log10};
   auto depth_x = [](const SplitSummary& s) {
-    double x = std::atof(s.name.c_str());
+    const double x = static_cast<double>(depth_bucket_lower(s.id.index));
     return x <= 0 ? 1.0 : x;  // depth bucket 0 on the log axis
   };
   // The floor band: per depth bucket, the noise runs' KL medians from the lowest to the highest (one run:
@@ -176,7 +177,7 @@ std::string plot_kl_depth(const JudgeReport& r) {
       double lo = INFINITY, hi = -INFINITY;
       for (const RunSummary& run : r.noise)
         for (const SplitSummary& t : run.by_depth)
-          if (t.name == s.name && std::isfinite(t.kl.median)) {
+          if (t.id == s.id && std::isfinite(t.kl.median)) {
             lo = std::min(lo, std::max(t.kl.median, kKlPlotFloor));
             hi = std::max(hi, std::max(t.kl.median, kKlPlotFloor));
           }
@@ -221,23 +222,28 @@ std::string row(std::initializer_list<std::string> cells, bool head = false) {
   return s + "</tr>\n";
 }
 
+// The floor column is what the ratio divides by: the mean of the noise runs' values (floor_stats).
 std::string summary_table(const JudgeReport& r) {
   const SplitSummary& o = r.cand.overall;
-  const SplitSummary* f = r.noise.empty() ? nullptr : &r.noise.front().overall;
+  auto floor_cell = [&](const StatDef& d) {
+    auto it = r.floor_stats.find(d.name);
+    return it == r.floor_stats.end() ? std::string("–") : d.share ? pct(it->second) : num(it->second);
+  };
   auto ratio = [&](const std::string& key) {
     auto it = r.noise_ratio.find(key);
     return it == r.noise_ratio.end() ? std::string("–") : num(it->second) + "×";
   };
   std::string s = "<table class=\"summary\">\n";
-  s += row({"statistic", "candidate", r.has_floor ? "noise floor" : "", r.has_floor ? "ratio to floor" : ""},
+  s += row({"statistic", "candidate",
+            r.has_floor ? fmt::format("noise floor (mean of {} run{})", r.noise.size(),
+                                      r.noise.size() == 1 ? "" : "s")
+                        : "",
+            r.has_floor ? "ratio to floor" : ""},
            true);
-  auto line = [&](const std::string& name, const std::string& c, const std::string& fl,
-                  const std::string& key) {
-    s += row({escape(name), c, f ? fl : "", r.has_floor ? ratio(key) : ""});
-  };
   const NumberFormat nf{num, pct};
   for (const StatDef& d : statistics())
-    line(d.label, d.show(o, nf), d.pooled_floor ? num(r.sigma_floor) : f ? d.show(*f, nf) : "", d.name);
+    s += row(
+        {escape(d.label), d.show(o, nf), r.has_floor ? floor_cell(d) : "", r.has_floor ? ratio(d.name) : ""});
   s += "</table>\n";
   s += "<table class=\"extra\">\n";
   s += row({"Pinsker bound |ΔAcc| ≤ √(½ Σ KL)",
@@ -262,21 +268,22 @@ std::string finding_row(const Finding& f) {
          fmt::format(
              "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
              "td><td>{}</td>",
-             f.failed ? "✗" : "✓", escape(f.rule), escape(f.split), escape(f.statistic), num(f.value),
+             f.failed ? "✗" : "✓", rule_name(f.rule), escape(f.where()), f.statistic(), num(f.value),
              num(f.limit), num(f.floor), num(f.ratio), escape(f.detail)) +
          "</tr>\n";
 }
 
-// One row per (rule, statistic) that failed somewhere: how many splits failed, and the worst of them.
-// Findings are sorted failing first, largest ratio first, so the first of a group is its worst.
+// One row per (rule, statistic) that failed somewhere: how many splits failed, and the strongest of them.
+// Findings are sorted failing first, the strongest first, so the first of a group is its strongest.
 std::string failing_summary(const JudgeReport& r) {
   struct Group {
     const Finding* worst;
     int failed = 0, checked = 0;
   };
-  std::vector<std::pair<std::string, Group>> groups;  // in order of their worst finding
+  std::vector<std::pair<std::pair<Rule, const StatDef*>, Group>>
+      groups;  // in order of their strongest finding
   for (const Finding& f : r.findings) {
-    std::string key = f.rule + '\n' + f.statistic;
+    const std::pair<Rule, const StatDef*> key{f.rule, f.stat};
     auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == key; });
     if (it == groups.end()) {
       groups.push_back({key, Group{&f}});
@@ -286,7 +293,7 @@ std::string failing_summary(const JudgeReport& r) {
     it->second.failed += f.failed;
   }
   std::string s = "<table class=\"failing-summary\">\n";
-  s += row({"rule", "statistic", "splits failed", "worst split", "value", "limit", "ratio", "detail"}, true);
+  s += row({"rule", "statistic", "splits failed", "strongest", "value", "limit", "ratio", "in words"}, true);
   int n = 0;
   for (auto& [key, g] : groups) {
     if (!g.failed) continue;
@@ -296,8 +303,8 @@ std::string failing_summary(const JudgeReport& r) {
         "<tr class=\"failed\"><td>{}</td><td>{}</td><td>{} of "
         "{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
         "td><td>{}</td></tr>\n",
-        escape(f.rule), escape(f.statistic), g.failed, g.checked, escape(f.split), num(f.value), num(f.limit),
-        num(f.ratio), escape(f.detail));
+        rule_name(f.rule), f.statistic(), g.failed, g.checked, escape(f.where()), num(f.value), num(f.limit),
+        num(f.ratio), escape(words::sentence(f)));
   }
   if (n == 0) return "<p class=\"failing-summary none\">No check failed.</p>\n";
   return s + "</table>\n";
@@ -316,16 +323,18 @@ std::string findings_table(const JudgeReport& r) {
 
 std::string bins_table(const JudgeReport& r) {
   std::string s = "<table class=\"bins\">\n";
-  s += row({"margin bin", "positions", "flips", "rate [95 % CI]", "floor rate [95 % CI]",
-            "p (Fisher, one-sided)", "significant (Holm)", "expected flips (Gaussian, floor σ)"},
-           true);
+  s +=
+      row({"margin bin", "positions", "flips", "of which ties", "rate [95 % CI]", "floor rate [95 % CI]",
+           "floor ties", "p (Fisher, one-sided)", "significant (Holm)", "expected flips (Gaussian, floor σ)"},
+          true);
   auto rate = [](const BinCount& c) {
     return c.n ? fmt::format("{} [{}, {}]", pct(c.rate), pct(c.ci_lo), pct(c.ci_hi)) : std::string("–");
   };
   for (const BinReport& b : r.bins)
-    s += row({escape(b.label), std::to_string(b.cand.n), std::to_string(b.cand.flips), rate(b.cand),
-              r.has_floor ? rate(b.floor) : "–", num(b.p_value), b.rejected ? "yes" : "no",
-              num(b.expected_flips)});
+    s += row({escape(b.label), std::to_string(b.cand.n), std::to_string(b.cand.flips),
+              std::to_string(b.cand.tie_flips), rate(b.cand), r.has_floor ? rate(b.floor) : "–",
+              r.has_floor ? std::to_string(b.floor.tie_flips) : "–", num(b.p_value),
+              b.rejected ? "yes" : "no", num(b.expected_flips)});
   return s + "</table>\n";
 }
 
@@ -353,8 +362,8 @@ std::string splits_table(const JudgeReport& r) {
   s += row({"split", "positions", "KL mean", "median", "p99", "max", "flips", "flip rate (0,1]"}, true);
   auto add = [&](const std::vector<SplitSummary>& v) {
     for (const SplitSummary& x : v)
-      s += row({escape(x.kind + " " + x.name), std::to_string(x.n), num(x.kl.mean), num(x.kl.median),
-                num(x.kl.p99), num(x.kl.max), std::to_string(x.flips), pct(x.flip_rate_uncertain)});
+      s += row({escape(x.id.label()), std::to_string(x.n), num(x.kl.mean), num(x.kl.median), num(x.kl.p99),
+                num(x.kl.max), std::to_string(x.flips), pct(x.flip_rate_uncertain)});
   };
   add(r.cand.by_domain);
   add(r.cand.by_phase);
@@ -422,8 +431,37 @@ tr.failed td{background:#ffebe9}.plots{display:flex;flex-wrap:wrap;gap:14px}
 .plots figure{margin:0;border:1px solid #d0d7de;padding:6px;max-width:100%;box-sizing:border-box}
 figcaption{font-size:12px;color:#57606a;max-width:620px}svg.plot{max-width:100%;height:auto;display:block}
 code{font-size:12px;white-space:pre-wrap}details summary{cursor:pointer;color:#57606a}
+.notes .mismatch{color:#cf222e}.caveats{color:#57606a}
 .failing-summary td:last-child,.findings td:last-child,.worst td:last-child{text-align:left}
 )";
+
+// The verdict in words (the headline; under a FAIL the deciding finding's numbers), the notes (a floor
+// mismatch first, said loudly), and the INCONCLUSIVE reasons, which under a FAIL are caveats.
+std::string verdict_section(const JudgeReport& r) {
+  const char* verb = r.verdict == Verdict::fail   ? "Failed"
+                     : r.verdict == Verdict::pass ? "Passed"
+                                                  : "Inconclusive";
+  std::string h =
+      fmt::format("<div class=\"decided\" id=\"decided-by\"><b>{}</b>: {}", verb, escape(r.headline));
+  if (r.verdict == Verdict::fail && !r.findings.front().detail.empty())
+    h += "<br><span class=\"meta\">" + escape(r.findings.front().detail) + "</span>";
+  h += "</div>\n";
+  if (!r.notes.empty()) {
+    h += "<ul class=\"notes\">";
+    for (const std::string& n : r.notes)
+      h += n.rfind("FLOOR MISMATCH", 0) == 0 ? "<li class=\"mismatch\"><b>" + escape(n) + "</b></li>"
+                                             : "<li>" + escape(n) + "</li>";
+    h += "</ul>\n";
+  }
+  if (!r.inconclusive_reasons.empty()) {
+    const bool fail = r.verdict == Verdict::fail;
+    h += fail ? "<div class=\"caveats\"><b>" + escape(words::caveats_title()) + "</b><ul>"
+              : "<ul class=\"inconclusive\">";
+    for (auto& s : r.inconclusive_reasons) h += "<li>" + escape(s) + "</li>";
+    h += fail ? "</ul></div>\n" : "</ul>\n";
+  }
+  return h;
+}
 
 std::string locate_section(const JudgeReport& r, const LocateLink& l) {
   std::string h = fmt::format(
@@ -503,24 +541,10 @@ std::string render_judge_html(const JudgeReport& r, const LocateLink* locate) {
       "<div class=\"meta\">candidate {} · golden {} (k = {}, vocab {}, {} positions, checksum {}) · "
       "{} positions judged · mode {}{}</div>\n",
       escape(r.candidate_path), escape(r.golden_path), r.golden.k, r.golden.vocab, r.golden.n,
-      escape(r.golden.checksum), r.positions_judged, escape(r.mode),
+      escape(r.golden.checksum), r.positions_judged, mode_name(r.mode),
       r.noise_paths.empty() ? ""
                             : " · noise runs: " + escape(fmt::format("{}", fmt::join(r.noise_paths, ", "))));
-  // The deciding statistic: the first finding (failing ones come first, largest ratio first).
-  if (!r.findings.empty()) {
-    const Finding& f = r.findings.front();
-    h += fmt::format(
-        "<div class=\"decided\" id=\"decided-by\">{} by <b>{}</b> — {} {}: {} vs limit {} (ratio "
-        "{}{}){}</div>\n",
-        f.failed ? "Failed" : "Closest to its limit", escape(f.rule), escape(f.split), escape(f.statistic),
-        num(f.value), num(f.limit), num(f.ratio), std::isnan(f.floor) ? "" : ", floor " + num(f.floor),
-        f.detail.empty() ? "" : ". " + escape(f.detail));
-  }
-  if (!r.inconclusive_reasons.empty()) {
-    h += "<ul class=\"inconclusive\">";
-    for (auto& s : r.inconclusive_reasons) h += "<li>" + escape(s) + "</li>";
-    h += "</ul>\n";
-  }
+  h += verdict_section(r);
   if (locate) h += locate_section(r, *locate);
   h += "<h2>Failing checks</h2>\n" + failing_summary(r);
   h += "<h2>Summary</h2>\n" + summary_table(r);
@@ -553,7 +577,7 @@ std::string render_judge_html(const JudgeReport& r, const LocateLink* locate) {
   h += "<h2>Splits</h2>\n" + splits_table(r);
   h += worst_table(r);
   h += "<p class=\"meta\">Made by kerncheck. KL is over the reference's top-k plus one \"other\" bucket "
-       "(SPEC §2); "
+       "(docs/judge.md); "
        "perplexity is shown as a contrast, it cannot rank precision variants.</p>\n";
   h += "</body></html>\n";
   return h;

@@ -7,8 +7,9 @@
 #include <sstream>
 
 #include "core/text_safe.h"
-#include "judge/report_format.h"
 #include "judge/judge.h"
+#include "judge/report_format.h"
+#include "judge/words.h"
 
 namespace kc {
 namespace {
@@ -25,7 +26,11 @@ ordered kl_json(const KlStats& k) {
 }
 
 ordered bin_json(const BinCount& b) {
-  return {{"n", b.n}, {"flips", b.flips}, {"rate", num(b.rate)}, {"ci", {num(b.ci_lo), num(b.ci_hi)}}};
+  return {{"n", b.n},
+          {"flips", b.flips},
+          {"rate", num(b.rate)},
+          {"ci", {num(b.ci_lo), num(b.ci_hi)}},
+          {"tie_flips", b.tie_flips}};
 }
 
 ordered split_json(const SplitSummary& s) {
@@ -36,7 +41,8 @@ ordered split_json(const SplitSummary& s) {
   j["flips"] = {{"count", s.flips},
                 {"rate", num(s.flip_rate)},
                 {"uncertain_positions", s.n_uncertain},
-                {"uncertain_rate", num(s.flip_rate_uncertain)}};
+                {"uncertain_rate", num(s.flip_rate_uncertain)},
+                {"tie_flips", s.tie_flips}};
   ordered bins = ordered::array();
   for (int b = 0; b < kMarginBins; ++b) {
     ordered x = bin_json(s.bins[b]);
@@ -57,9 +63,10 @@ ordered split_json(const SplitSummary& s) {
 }
 
 ordered finding_json(const Finding& f) {
-  return {{"rule", f.rule},        {"split", f.split},      {"statistic", f.statistic},
-          {"value", num(f.value)}, {"limit", num(f.limit)}, {"floor", num(f.floor)},
-          {"ratio", num(f.ratio)}, {"failed", f.failed},    {"detail", f.detail}};
+  return {{"rule", rule_name(f.rule)},     {"split", f.where()},    {"statistic", f.statistic()},
+          {"value", num(f.value)},         {"limit", num(f.limit)}, {"floor", num(f.floor)},
+          {"ratio", num(f.ratio)},         {"failed", f.failed},    {"detail", f.detail},
+          {"sentence", words::sentence(f)}};
 }
 
 }  // namespace
@@ -69,7 +76,8 @@ json report_json(const JudgeReport& r) {
   j["kerncheck_report"] = 1;
   j["verdict"] = verdict_name(r.verdict);
   j["exit_code"] = verdict_exit_code(r.verdict);
-  j["mode"] = r.mode;
+  j["mode"] = mode_name(r.mode);
+  j["headline"] = r.headline;
   j["decided_by"] = r.findings.empty() ? ordered(nullptr) : finding_json(r.findings.front());
   ordered fs = ordered::array();
   for (auto& f : r.findings) fs.push_back(finding_json(f));
@@ -99,7 +107,8 @@ json report_json(const JudgeReport& r) {
   j["flips"] = {{"count", o.flips},
                 {"rate", num(o.flip_rate)},
                 {"uncertain_positions", o.n_uncertain},
-                {"uncertain_rate", num(o.flip_rate_uncertain)}};
+                {"uncertain_rate", num(o.flip_rate_uncertain)},
+                {"tie_flips", o.tie_flips}};
   ordered bins = ordered::array();
   for (auto& b : r.bins) {
     ordered x = bin_json(b.cand);
@@ -113,8 +122,7 @@ json report_json(const JudgeReport& r) {
   }
   j["flip_rate_by_margin"] = bins;
   std::uint64_t floor_hm = 0;
-  for (int b = 5; b < kMarginBins; ++b) floor_hm += r.bins[b].floor.flips;
-  ordered hm = ordered::array();
+  for (int b = kHighMarginBin; b < kMarginBins; ++b) floor_hm += r.bins[b].floor.flips;
   j["high_margin_flips"] = {{"count", o.high_margin_flips},
                             {"floor_count", r.has_floor ? ordered(floor_hm) : ordered(nullptr)}};
   j["ppl"] = {{"ref", num(o.ppl_ref)},
@@ -141,7 +149,7 @@ json report_json(const JudgeReport& r) {
     ordered runs = ordered::array(), loo = ordered::array();
     for (double v : t.floor_runs) runs.push_back(num(v));
     for (double v : t.loo_t) loo.push_back(num(v));
-    ft.push_back({{"split", t.split},
+    ft.push_back({{"split", t.split.label()},
                   {"statistic", t.statistic},
                   {"n", t.n},
                   {"segments", t.segments},
@@ -177,7 +185,7 @@ json report_json(const JudgeReport& r) {
                    {"q_other_clamped", o.q_other_clamped}};
   auto splits = [](const std::vector<SplitSummary>& v) {
     ordered m = ordered::object();
-    for (auto& s : v) m[s.name] = split_json(s);
+    for (auto& s : v) m[s.id.name] = split_json(s);
     return m;
   };
   j["by_domain"] = splits(r.cand.by_domain);
@@ -225,10 +233,11 @@ std::vector<FloorTestRow> floor_test_rows(const JudgeReport& r) {
   for (const FloorTest& t : r.floor_tests) {
     double lo = INFINITY, hi = -INFINITY;
     for (double v : t.floor_runs) lo = std::min(lo, v), hi = std::max(hi, v);
-    rows.push_back({{t.split, g3(t.cand), g3(t.floor_mean), g3(lo) + "…" + g3(hi), fmt::format("{:.2f}", t.t),
-                     g3(t.p_value), fmt::format("{:.3g}", t.mde_ratio), t.rejected ? "yes" : "no"},
-                    t.rejected,
-                    t.matters});
+    rows.push_back(
+        {{t.split.label(), g3(t.cand), g3(t.floor_mean), g3(lo) + "…" + g3(hi), fmt::format("{:.2f}", t.t),
+          g3(t.p_value), fmt::format("{:.3g}", t.mde_ratio), t.rejected ? "yes" : "no"},
+         t.rejected,
+         t.matters});
   }
   return rows;
 }
@@ -237,7 +246,8 @@ std::string render_text(const JudgeReport& r) {
   std::ostringstream o;
   const SplitSummary& ov = r.cand.overall;
   o << fmt::format("kerncheck test: {}  ({} positions, k = {}, mode: {})\n", verdict_name(r.verdict),
-                   r.positions_judged, r.golden.k, r.mode);
+                   r.positions_judged, r.golden.k, mode_name(r.mode));
+  o << "  " << r.headline << "\n";
   o << fmt::format("  golden    {}\n  candidate {}", r.golden_path, r.candidate_path);
   if (!r.candidate_made_by.engine.empty() || !r.candidate_made_by.variant.empty())
     o << fmt::format("  (engine {}, variant {})", r.candidate_made_by.engine.empty() ? "?" : r.candidate_made_by.engine,
@@ -261,26 +271,24 @@ std::string render_text(const JudgeReport& r) {
         o << fmt::format("  … and {} more failing checks (see --json)\n", failing - 8);
         break;
       }
-      o << fmt::format("  {:<10} {:<22} {:<20} {} > {}  ({}× the limit){}{}\n", f.rule, f.split, f.statistic,
-                       g3(f.value), g3(f.limit), g3(f.ratio), f.detail.empty() ? "" : "; ", f.detail);
+      o << fmt::format("  {:<10} {}\n", rule_name(f.rule), words::sentence(f));
     }
-  } else if (r.verdict == Verdict::inconclusive) {
-    o << "inconclusive because:\n";
+  } else if (r.verdict == Verdict::pass && !r.findings.empty()) {
+    o << "closest to its limit: " << words::sentence(r.findings.front()) << "\n";
+  }
+  if (!r.inconclusive_reasons.empty()) {
+    o << (r.verdict == Verdict::fail ? words::caveats_title() : std::string("inconclusive because")) << ":\n";
     for (auto& s : r.inconclusive_reasons) o << "  " << s << "\n";
-  } else if (!r.findings.empty()) {
-    const Finding& f = r.findings.front();
-    o << fmt::format("closest to its limit: {} {} {} = {} vs {} ({}× the limit)\n", f.rule, f.split,
-                     f.statistic, g3(f.value), g3(f.limit), g3(f.ratio));
   }
   for (auto& n : r.notes) o << "note: " << n << "\n";
   if (r.options.explain || r.verdict == Verdict::fail) {
     // The deciding statistic (or, with --explain, every floor test) against each noise run's own value.
     for (auto& t : r.floor_tests) {
-      bool deciding = !r.findings.empty() && r.findings.front().rule == "floor_test" &&
+      bool deciding = !r.findings.empty() && r.findings.front().rule == Rule::floor_test &&
                       r.findings.front().split == t.split;
       if (!r.options.explain && !deciding) continue;
-      o << fmt::format("{} {} KL mean: candidate {} | noise runs", deciding ? "deciding:" : "explain: ", t.split,
-                       g3(t.cand));
+      o << fmt::format("{} {} KL mean: candidate {} | noise runs",
+                       deciding ? "deciding:" : "explain: ", t.split.label(), g3(t.cand));
       for (std::size_t i = 0; i < t.floor_runs.size(); ++i)
         o << fmt::format(" {}{}", g3(t.floor_runs[i]),
                          i < t.loo_t.size() ? fmt::format(" (t {:.2f})", t.loo_t[i]) : std::string());
@@ -290,12 +298,10 @@ std::string render_text(const JudgeReport& r) {
   }
   o << "\n";
   auto row = [&](const SplitSummary& s) {
-    std::string key = s.kind == "overall" ? "" : s.kind + "." + s.name + ".";
-    auto it = r.noise_ratio.find(key + "kl_median");
-    o << fmt::format("  {:<18} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}\n",
-                     s.kind == "overall" ? "overall" : s.kind + " " + s.name, s.n, g3(s.kl.mean),
-                     g3(s.kl.median), g3(s.kl.p99), g3(s.kl.max), g3(s.flip_rate), s.high_margin_flips,
-                     it == r.noise_ratio.end() ? "-" : g3(it->second));
+    auto it = r.noise_ratio.find(s.id.prefix() + "kl_median");
+    o << fmt::format("  {:<18} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}\n", s.id.label(), s.n,
+                     g3(s.kl.mean), g3(s.kl.median), g3(s.kl.p99), g3(s.kl.max), g3(s.flip_rate),
+                     s.high_margin_flips, it == r.noise_ratio.end() ? "-" : g3(it->second));
   };
   o << fmt::format("  {:<18} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}\n", "split", "positions",
                    "KL mean", "KL median", "KL p99", "KL max", "flip rate", "flips>1", "med/floor");
@@ -338,13 +344,18 @@ std::string render_text(const JudgeReport& r) {
   if (ov.q_other_clamped)
     o << fmt::format("  q_other clamped at the floor in {} positions\n", ov.q_other_clamped);
   o << "\n  flips by margin   cand (rate, 95% CI)                 floor (rate)          p      expected(σ "
-       "floor)\n";
+       "floor)  ties (floor)\n";
   for (auto& b : r.bins) {
-    o << fmt::format("  {:<12} {:>6}/{:<8} {:>9} [{}, {}]   {:>14}  {:>8} {}  {:>8}\n", b.label, b.cand.flips,
-                     b.cand.n, g3(b.cand.rate), g3(b.cand.ci_lo), g3(b.cand.ci_hi),
+    o << fmt::format("  {:<12} {:>6}/{:<8} {:>9} [{}, {}]   {:>14}  {:>8} {}  {:>8}  {:>5} ({})\n", b.label,
+                     b.cand.flips, b.cand.n, g3(b.cand.rate), g3(b.cand.ci_lo), g3(b.cand.ci_hi),
                      r.has_floor ? fmt::format("{}/{} {}", b.floor.flips, b.floor.n, g3(b.floor.rate)) : "-",
-                     g3(b.p_value), b.rejected ? "*" : " ", g3(b.expected_flips));
+                     g3(b.p_value), b.rejected ? "*" : " ", g3(b.expected_flips), b.cand.tie_flips,
+                     r.has_floor ? std::to_string(b.floor.tie_flips) : "-");
   }
+  o << fmt::format(
+      "  ties: flips the candidate's own log-probs could not order ({} of {} flips; docs/judge.md, "
+      "\"Tie flips\")\n",
+      ov.tie_flips, ov.flips);
   if (!r.worst.empty()) {
     o << "\n  worst positions (KL):\n";
     int shown = 0;
@@ -386,17 +397,7 @@ std::string render_junit(const JudgeReport& r) {
   o << fmt::format("<testsuites><testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n",
                    esc(suite), r.findings.size() + 1, failures, inconclusive ? 1 : 0);
   o << fmt::format("  <testcase classname=\"{}\" name=\"verdict\">", esc(cls));
-  if (r.verdict == Verdict::fail) {
-    // The deciding finding (the report's decided_by: the first failed one).
-    std::string why = "FAIL";
-    for (auto& f : r.findings)
-      if (f.failed) {
-        why = fmt::format("FAIL: {} {} = {} > limit {} ({}x, {}). {}", f.split, f.statistic, g3(f.value),
-                          g3(f.limit), g3(f.ratio), f.rule, f.detail);
-        break;
-      }
-    o << fmt::format("<failure message=\"{}\"/>", esc(why));
-  }
+  if (r.verdict == Verdict::fail) o << fmt::format("<failure message=\"{}\"/>", esc("FAIL: " + r.headline));
   if (inconclusive) {
     std::string why;
     for (auto& s : r.inconclusive_reasons) why += (why.empty() ? "" : "; ") + s;
@@ -404,12 +405,11 @@ std::string render_junit(const JudgeReport& r) {
   }
   o << "</testcase>\n";
   for (auto& f : r.findings) {
-    o << fmt::format("  <testcase classname=\"{}.{}\" name=\"{}\">", esc(cls), esc(f.rule),
-                     esc(f.split + " " + f.statistic));
+    o << fmt::format("  <testcase classname=\"{}.{}\" name=\"{}\">", esc(cls), esc(rule_name(f.rule)),
+                     esc(f.where() + " " + f.statistic()));
     if (f.failed)
       o << fmt::format("<failure message=\"{}\"/>",
-                       esc(fmt::format("{} = {} > limit {} ({}x). {}", f.statistic, g3(f.value), g3(f.limit),
-                                       g3(f.ratio), f.detail)));
+                       esc(words::sentence(f) + (f.detail.empty() ? "" : ". " + f.detail)));
     o << "</testcase>\n";
   }
   o << "</testsuite></testsuites>\n";

@@ -9,13 +9,14 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "judge/calibrate.h"
 #include "golden/corpus.h"
+#include "judge/calibrate.h"
 #include "judge/judge_html.h"
-#include "lab/demo_steps.h"
-#include "lab/record_model.h"
 #include "judge/report_format.h"
 #include "judge/svg_plot.h"
+#include "judge/words.h"
+#include "lab/demo_steps.h"
+#include "lab/record_model.h"
 #include "lab/sweep.h"
 
 namespace kc {
@@ -151,7 +152,7 @@ int run_demo(const DemoOptions& o) {
   std::vector<std::pair<std::string, std::map<std::string, double>>> good, bad;
   for (const Run& r : demo_runs()) {
     if (r.role == "probe") continue;
-    auto table = stat_table(summarize(acc[r.name], path_of[r.name]), o.judge);
+    auto table = calibration_table(summarize(acc[r.name], path_of[r.name]), o.judge);
     (r.role == "bad" ? bad : good).emplace_back(r.name, std::move(table));
   }
   CalibrationResult cal = calibrate(good, bad);
@@ -204,13 +205,7 @@ int run_demo(const DemoOptions& o) {
     KC_ASSERT(false, "no run {}", name);
     return judged.front();
   };
-  auto failing = [](const JudgeReport& r, std::size_t n) {
-    std::string s;
-    std::size_t c = 0;
-    for (const auto& f : r.findings)
-      if (f.failed && c++ < n) s += (s.empty() ? "" : "; ") + finding_text(f);
-    return s;
-  };
+  auto failing = demo::failing_in_words;
   std::vector<Expectation> ex;
   // Equally correct implementations must PASS: a FAIL would be a false alarm, and INCONCLUSIVE would mean
   // this corpus and floor cannot detect a 1.25× increase somewhere that matters — the default recipe is sized
@@ -258,7 +253,7 @@ int run_demo(const DemoOptions& o) {
   for (const auto& e : ex) all_held = all_held && e.held;
 
   // The overall floor test of a report: the candidate's KL mean against the floor runs' (their spread).
-  auto overall_test = [](const JudgeReport& r) { return demo::floor_test_of(r, "overall"); };
+  auto overall_test = [](const JudgeReport& r) { return demo::floor_test_of(r, SplitId::overall()); };
   auto spread = [&](const JudgeReport& r) {
     const FloorTest* f = overall_test(r);
     if (!f || f->floor_runs.empty() || !(f->floor_mean > 0)) return std::string("-");
@@ -267,27 +262,34 @@ int run_demo(const DemoOptions& o) {
                        *hi / f->floor_mean);
   };
   std::string table =
-      fmt::format("{:<11} {:<21} {:>9} {:>9} {:>10} {:>17} {:>18} {:>8} {:<13} {:<13}\n", "run", "variant",
-                  "KL prose", "KL code", "flips", "flips m<=1 (fl.)", "KL mean/fl (runs)", "PPL", "vs floor",
-                  "vs thresholds");
+      fmt::format("{:<11} {:<21} {:>9} {:>9} {:>10} {:>17} {:>18} {:>8} {:<13} {:<13} {:<13}\n", "run",
+                  "variant", "KL prose", "KL code", "flips", "flips m<=1 (fl.)", "KL mean/fl (runs)", "PPL",
+                  "vs floor", "vs thresholds", "verdict");
   for (const auto& j : judged) {
     const JudgeReport& r = j.floor_report;
     const SplitSummary& s = r.cand.overall;
-    table += fmt::format("{:<11} {:<21} {:>9} {:>9} {:>10} {:>17} {:>18} {:>8} {:<13} {:<13}\n", j.run->name,
-                         j.run->variant, g3(domain_median(r.cand, "prose")),
+    table += fmt::format("{:<11} {:<21} {:>9} {:>9} {:>10} {:>17} {:>18} {:>8} {:<13} {:<13} {:<13}\n",
+                         j.run->name, j.run->variant, g3(domain_median(r.cand, "prose")),
                          g3(domain_median(r.cand, "code")), fmt::format("{}/{}", s.flips, s.n),
                          fmt::format("{} ({})", g3(s.flip_rate_uncertain),
                                      g3(stat_or_nan(r.floor_stats, "flip_rate_uncertain"))),
-                         spread(r), g5(s.ppl_cand), verdict_name(r.verdict), verdict_name(j.th_report.verdict));
+                         spread(r), g5(s.ppl_cand), verdict_name(r.verdict),
+                         verdict_name(j.th_report.verdict), verdict_name(demo::overall_verdict(j)));
   }
+  table += fmt::format("({})\n", demo::kVerdictColumns);
   const double ppl_ref = judged.front().floor_report.cand.overall.ppl_ref;
   std::printf(
       "\nSummary (KL = median per position over the top-20 + other; flips m<=1 = flip rate at reference "
       "margin in (0, 1], floor in brackets; reference f32 PPL %s):\n%s",
       g5(ppl_ref).c_str(), table.c_str());
-  for (const auto& j : judged)
+  for (const auto& j : judged) {
     if (j.floor_report.verdict == Verdict::fail)
-      std::printf("  %s fails on: %s\n", j.run->name.c_str(), failing(j.floor_report, 3).c_str());
+      std::printf("  %s fails against the floor: %s\n", j.run->name.c_str(), j.floor_report.headline.c_str());
+    // One column fails and the other does not: say what the other one read.
+    if ((j.th_report.verdict == Verdict::fail) != (j.floor_report.verdict == Verdict::fail))
+      std::printf("  %s is %s vs thresholds: %s\n", j.run->name.c_str(), verdict_name(j.th_report.verdict),
+                  j.th_report.headline.c_str());
+  }
   std::printf("\n%s", render_sweep_text(sweep).c_str());
   std::printf("\nExpectations (seed 000):\n");
   for (const auto& e : ex)
@@ -302,7 +304,7 @@ int run_demo(const DemoOptions& o) {
     const SplitSummary& s = r.cand.overall;
     json fl = json::array();
     for (const auto& f : r.findings)
-      if (f.failed) fl.push_back(finding_text(f));
+      if (f.failed) fl.push_back(words::sentence(f));
     runs.push_back({{"name", j.run->name},
                     {"variant", j.run->variant},
                     {"role", j.run->role},
@@ -325,6 +327,9 @@ int run_demo(const DemoOptions& o) {
                     {"inconclusive_reasons", r.inconclusive_reasons},
                     {"verdict_floor", verdict_name(r.verdict)},
                     {"verdict_thresholds", verdict_name(j.th_report.verdict)},
+                    {"verdict", verdict_name(demo::overall_verdict(j))},
+                    {"headline_floor", r.headline},
+                    {"headline_thresholds", j.th_report.headline},
                     {"failed", fl}});
   }
   sj["runs"] = runs;
@@ -350,7 +355,14 @@ int run_demo(const DemoOptions& o) {
                      e.held ? "held" : "NOT held", svg::escape(e.text), svg::escape(e.detail));
   h += "</ul>\n<h2>Runs</h2>\n<table><tr><th>run</th><th>variant</th><th>KL median prose</th><th>KL median "
        "code</th><th>flips</th><th>flip rate m≤1</th><th>floor</th><th>PPL</th><th>vs floor</th><th>vs "
-       "thresholds</th><th>failing checks</th></tr>\n";
+       "thresholds</th><th>verdict</th><th>why</th></tr>\n";
+  // The deciding column's headline: what a reader needs to know about the run's verdict.
+  auto why = [](const Judged& j) {
+    const Verdict v = demo::overall_verdict(j);
+    return v == Verdict::pass            ? std::string()
+           : v == j.floor_report.verdict ? j.floor_report.headline
+                                         : j.th_report.headline;
+  };
   for (const auto& j : judged) {
     const JudgeReport& r = j.floor_report;
     const SplitSummary& s = r.cand.overall;
@@ -358,14 +370,16 @@ int run_demo(const DemoOptions& o) {
         "<tr><td class=\"l\"><a href=\"reports/{}.html\">{}</a></td><td "
         "class=\"l\"><code>{}</code></td><td>{}</td>"
         "<td>{}</td><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td "
-        "class=\"{}\">{}</td>"
+        "class=\"{}\">{}</td><td class=\"{}\"><b>{}</b></td>"
         "<td class=\"l\">{}</td></tr>\n",
         svg::escape(j.run->name), svg::escape(j.run->name), svg::escape(j.run->variant),
         g3(domain_median(r.cand, "prose")), g3(domain_median(r.cand, "code")), s.flips, s.n,
         g3(s.flip_rate_uncertain), g3(stat_or_nan(r.floor_stats, "flip_rate_uncertain")), g5(s.ppl_cand),
         verdict_name(r.verdict), verdict_name(r.verdict), verdict_name(j.th_report.verdict),
-        verdict_name(j.th_report.verdict), svg::escape(failing(r, 3)));
+        verdict_name(j.th_report.verdict), verdict_name(demo::overall_verdict(j)),
+        verdict_name(demo::overall_verdict(j)), svg::escape(why(j)));
   }
+  h += fmt::format("<p class=\"meta\">{}</p>\n", svg::escape(demo::kVerdictColumns));
   h += "</table>\n<h2>Calibrated thresholds</h2><table><tr><th>statistic</th><th>limit</th><th>good max</th>"
        "<th>bad min</th><th>separation</th></tr>\n";
   for (auto& s : cal.chosen)

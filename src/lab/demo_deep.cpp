@@ -42,7 +42,7 @@ const std::vector<Run>& deep_runs() {
 
 // One run in one depth bucket.
 struct DepthCell {
-  std::string bucket;  // the bucket's lowest depth ("64" holds depths 64 … 127)
+  SplitId bucket;  // the depth bucket (its name: the lowest depth, "64" holds depths 64 … 127)
   std::int64_t n = 0;
   double kl_median = NAN, floor_median = NAN;  // the run's; the mean of the floor runs' medians
   double median_ratio = NAN;                   // the seed's figure: kl_median / floor_median
@@ -50,9 +50,9 @@ struct DepthCell {
   bool above = false;                          // the bucket's floor test rejected (Holm over the report)
 };
 
-const SplitSummary* depth_split(const RunSummary& s, const std::string& bucket) {
+const SplitSummary* depth_split(const RunSummary& s, const SplitId& bucket) {
   for (const auto& d : s.by_depth)
-    if (d.name == bucket) return &d;
+    if (d.id == bucket) return &d;
   return nullptr;
 }
 
@@ -62,16 +62,16 @@ std::vector<DepthCell> depth_cells(const JudgeReport& r) {
   for (const SplitSummary& d : r.cand.by_depth) {
     if (d.n < r.options.min_split_center) continue;
     DepthCell c;
-    c.bucket = d.name;
+    c.bucket = d.id;
     c.n = d.n;
     c.kl_median = d.kl.median;
     double sum = 0;
     int m = 0;
     for (const RunSummary& f : r.noise)
-      if (const SplitSummary* fd = depth_split(f, d.name)) sum += fd->kl.median, ++m;
+      if (const SplitSummary* fd = depth_split(f, d.id)) sum += fd->kl.median, ++m;
     c.floor_median = m ? sum / m : NAN;
     c.median_ratio = c.kl_median / c.floor_median;
-    if (const FloorTest* t = floor_test_of(r, "depth", d.name); t && t->floor_mean > 0 && t->df > 0) {
+    if (const FloorTest* t = floor_test_of(r, d.id); t && t->floor_mean > 0 && t->df > 0) {
       // The excess of the KL mean over the floor's, ± t(0.975, df) of the test's sd, as a ratio.
       const double half = student_t_quantile(0.975, t->df) * t->sd;
       c.mean_ratio = t->cand / t->floor_mean;
@@ -134,8 +134,8 @@ int run_deep_demo(const DemoOptions& o) {
                                   "KL median", "floor med", "ratio", "mean ratio [95 % CI]", "floor test");
   for (const Run& r : runs)
     for (const DepthCell& c : cells[r.name])
-      table += fmt::format("{:<11} {:>6} {:>7} {:>10} {:>10} {:>8.2f} {:>24} {:<6}\n", r.name, c.bucket, c.n,
-                           g3(c.kl_median), g3(c.floor_median), c.median_ratio, interval(c),
+      table += fmt::format("{:<11} {:>6} {:>7} {:>10} {:>10} {:>8.2f} {:>24} {:<6}\n", r.name, c.bucket.name,
+                           c.n, g3(c.kl_median), g3(c.floor_median), c.median_ratio, interval(c),
                            c.above ? "ABOVE" : "within");
   std::printf("\nKL by depth (median ratio = KL median / the floor runs' mean median; mean ratio with the "
               "floor test's 95 %% interval):\n%s", table.c_str());
@@ -169,10 +169,15 @@ int run_deep_demo(const DemoOptions& o) {
   for (const auto& j : judged) {
     json jc = json::array();
     for (const DepthCell& c : cells[j.run->name])
-      jc.push_back({{"depth", std::stoll(c.bucket)}, {"n", c.n}, {"kl_median", num(c.kl_median)},
-                    {"floor_median", num(c.floor_median)}, {"median_ratio", num(c.median_ratio)},
-                    {"mean_ratio", num(c.mean_ratio)}, {"mean_ratio_lo", num(c.ratio_lo)},
-                    {"mean_ratio_hi", num(c.ratio_hi)}, {"above_floor", c.above}});
+      jc.push_back({{"depth", depth_bucket_lower(c.bucket.index)},
+                    {"n", c.n},
+                    {"kl_median", num(c.kl_median)},
+                    {"floor_median", num(c.floor_median)},
+                    {"median_ratio", num(c.median_ratio)},
+                    {"mean_ratio", num(c.mean_ratio)},
+                    {"mean_ratio_lo", num(c.ratio_lo)},
+                    {"mean_ratio_hi", num(c.ratio_hi)},
+                    {"above_floor", c.above}});
     jr.push_back({{"name", j.run->name}, {"variant", j.run->variant}, {"role", j.run->role},
                   {"candidate", j.path}, {"record_seconds", record_seconds[j.run->name]},
                   {"verdict_floor", verdict_name(j.floor_report.verdict)},
@@ -200,14 +205,16 @@ int run_deep_demo(const DemoOptions& o) {
       if (r.role == "noise")
         for (const DepthCell& d : cells[r.name])
           if (d.bucket == c.bucket) lo = std::min(lo, d.median_ratio), hi = std::max(hi, d.median_ratio);
-    band.x.push_back(std::stod(c.bucket)), band.y.push_back(1), band.y_lo.push_back(lo), band.y_hi.push_back(hi);
+    band.x.push_back(static_cast<double>(depth_bucket_lower(c.bucket.index)));
+    band.y.push_back(1), band.y_lo.push_back(lo), band.y_hi.push_back(hi);
   }
   p.series.push_back(band);
   for (const Run& r : runs) {
     if (r.role == "noise") continue;
     svg::Series s;
     s.name = r.name;
-    for (const DepthCell& c : cells[r.name]) s.x.push_back(std::stod(c.bucket)), s.y.push_back(c.median_ratio);
+    for (const DepthCell& c : cells[r.name])
+      s.x.push_back(static_cast<double>(depth_bucket_lower(c.bucket.index))), s.y.push_back(c.median_ratio);
     p.series.push_back(s);
   }
   std::string h = svg::table_page_head("kerncheck demo (deep)");
@@ -219,10 +226,11 @@ int run_deep_demo(const DemoOptions& o) {
        "<th>floor median</th><th>ratio</th><th>mean ratio [95 % CI]</th><th>floor test</th></tr>\n";
   for (const Run& r : runs)
     for (const DepthCell& c : cells[r.name])
-      h += fmt::format("<tr><td class=\"l\"><a href=\"reports/{0}.html\">{0}</a></td><td>{1}</td><td>{2}</td>"
-                       "<td>{3}</td><td>{4}</td><td>{5:.2f}</td><td>{6}</td><td class=\"{7}\">{8}</td></tr>\n",
-                       svg::escape(r.name), c.bucket, c.n, g3(c.kl_median), g3(c.floor_median), c.median_ratio,
-                       interval(c), c.above ? "FAIL" : "PASS", c.above ? "above" : "within");
+      h += fmt::format(
+          "<tr><td class=\"l\"><a href=\"reports/{0}.html\">{0}</a></td><td>{1}</td><td>{2}</td>"
+          "<td>{3}</td><td>{4}</td><td>{5:.2f}</td><td>{6}</td><td class=\"{7}\">{8}</td></tr>\n",
+          svg::escape(r.name), c.bucket.name, c.n, g3(c.kl_median), g3(c.floor_median), c.median_ratio,
+          interval(c), c.above ? "FAIL" : "PASS", c.above ? "above" : "within");
   h += "</table>\n</body></html>\n";
   write_file_atomic((out / "index.html").string(), h);
   std::printf("\nReport: %s/index.html, table in %s/depth.json; %.1f s in all\n", o.out_dir.c_str(),

@@ -1,9 +1,11 @@
 #include "lab/demo_steps.h"
 
-#include <cstdio>
 #include <fmt/format.h>
 
+#include <cstdio>
+
 #include "core/error.h"
+#include "judge/words.h"
 #include "lab/record_model.h"
 #include "lab/sweep.h"
 
@@ -168,10 +170,32 @@ nlohmann::ordered_json demo_json_head(const std::string& format, const DemoOptio
   return j;
 }
 
-const FloorTest* floor_test_of(const JudgeReport& r, const std::string& kind, const std::string& name) {
+const FloorTest* floor_test_of(const JudgeReport& r, const SplitId& split) {
   for (const auto& f : r.floor_tests)
-    if (f.kind == kind && (kind == "overall" || f.name == name)) return &f;
+    if (f.split == split) return &f;
   return nullptr;
+}
+
+Verdict overall_verdict(const Judged& j) {
+  auto rank = [](Verdict v) { return v == Verdict::fail ? 2 : v == Verdict::inconclusive ? 1 : 0; };
+  return rank(j.floor_report.verdict) >= rank(j.th_report.verdict) ? j.floor_report.verdict
+                                                                   : j.th_report.verdict;
+}
+
+const char* const kVerdictColumns =
+    "vs floor: is the run within the normal difference of the equally correct floor runs (the floor test, "
+    "the "
+    "KL limits, the flip tests)? vs thresholds: is it on the good side of the limits calibrated from the "
+    "demo's known good and bad runs (they only say what separates those runs; a limit never rests on a tail "
+    "statistic of a small split)? verdict: the stricter of the two (a miss is never acceptable: either one "
+    "failing fails the run).";
+
+std::string failing_in_words(const JudgeReport& r, std::size_t n) {
+  std::string s;
+  std::size_t c = 0;
+  for (const auto& f : r.findings)
+    if (f.failed && c++ < n) s += (s.empty() ? "" : "; ") + words::sentence(f);
+  return s;
 }
 
 }  // namespace kc::demo

@@ -73,7 +73,15 @@ nlohmann::ordered_json demo_json_head(const std::string& format, const DemoOptio
 // `kerncheck demo --preset deep` (and "tiny-deep", its test-sized twin): demo_deep.cpp.
 int run_deep_demo(const DemoOptions& o);
 
-// The report's floor test of the split `kind` `name` ("overall" ""; "depth" "4096"), nullptr if none.
-const FloorTest* floor_test_of(const JudgeReport& r, const std::string& kind, const std::string& name = "");
+// The report's floor test of a split, nullptr if none.
+const FloorTest* floor_test_of(const JudgeReport& r, const SplitId& split);
+
+// One verdict from the two columns (vs the floor, vs the thresholds): the stricter, FAIL over INCONCLUSIVE
+// over PASS. A miss is never acceptable: either reference failing the run fails it.
+Verdict overall_verdict(const Judged& j);
+// What each verdict column answers, said under every table that shows them.
+extern const char* const kVerdictColumns;
+// The failing findings of a report in words (the first n), "; "-separated.
+std::string failing_in_words(const JudgeReport& r, std::size_t n);
 
 }  // namespace kc::demo

@@ -12,11 +12,12 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "lab/record_model.h"
+#include "io/safetensors.h"
 #include "judge/report_format.h"
 #include "judge/svg_plot.h"
+#include "judge/words.h"
+#include "lab/record_model.h"
 #include "model/variant.h"
-#include "io/safetensors.h"
 
 namespace kc {
 
@@ -103,17 +104,6 @@ std::string tensor_file_stem(const std::string& tensor) {
 
 }  // namespace
 
-std::string finding_text(const Finding& f) {
-  if (f.rule == "flip_test")
-    return fmt::format("flip_test {}: flip rate {} vs floor {} ({})", f.split, g3(f.value), g3(f.floor),
-                       f.detail);
-  if (f.rule == "backstop")
-    return fmt::format("backstop: {} flip(s) above margin 1 the floor does not have", g3(f.value));
-  return fmt::format("{} {} {} = {} > limit {} ({}×{})", f.rule, f.split, f.statistic, g3(f.value),
-                     g3(f.limit), g3(f.ratio),
-                     std::isnan(f.floor) ? "" : fmt::format(", floor {}", g3(f.floor)));
-}
-
 bool record_candidate_cached(const CachedRecord& r) {
   Golden g = read_golden(r.golden);
   const std::string variant = canonical_variant(r.variant);
@@ -157,8 +147,10 @@ SweepResult run_sweep(const SweepOptions& o) {
   R.judge = o.judge;
 
   std::vector<JudgeAccumulator> noise;
+  std::vector<Provenance> noise_made_by;
   for (const auto& p : o.noise) {
     CandidateInput ni = open_candidate_input(p, golden);
+    noise_made_by.push_back(ni.in_memory ? Provenance{} : ni.cand.meta.made_by);
     if (ni.begin != 0 || ni.n != golden.meta.n)
       throw_input_error(p, "positions", fmt::format("every golden position [0, {})", golden.meta.n),
                         fmt::format("[{}, {})", ni.begin, ni.begin + ni.n));
@@ -184,9 +176,16 @@ SweepResult run_sweep(const SweepOptions& o) {
         {o.model, o.golden, row.candidate, row.variant, o.tokenizer, o.prefill_block});
     row.record_seconds = seconds_since(t0);
     CandidateInput ci = open_candidate_input(row.candidate, golden);
+    std::vector<std::string> mismatches;  // the floor check of `kerncheck test`, for each width's candidate
+    for (std::size_t r = 0; r < o.noise.size(); ++r)
+      if (std::string m = check_floor_provenance(o.noise[r], row.candidate, ci.cand.meta.made_by, o.noise[r],
+                                                 noise_made_by[r], o.judge.allow_floor_mismatch);
+          !m.empty())
+        mismatches.push_back(m);
     JudgeAccumulator acc = accumulate(golden, ci, nullptr);
     JudgeReport rep =
         judge(golden.meta, o.golden, acc, row.candidate, noise, o.noise, th ? &*th : nullptr, o.judge);
+    set_floor_provenance(rep, ci.cand.meta.made_by, noise_made_by, mismatches);
     row.verdict = rep.verdict;
     row.leaves_floor = rep.verdict == Verdict::fail;
     const SplitSummary& s = rep.cand.overall;
@@ -202,7 +201,7 @@ SweepResult run_sweep(const SweepOptions& o) {
       if (f.failed) row.failed.push_back(f);
     row.inconclusive_reasons = rep.inconclusive_reasons;
     if (i == 0) {
-      R.mode = rep.mode;
+      R.mode = mode_name(rep.mode);
       R.ppl_ref = s.ppl_ref;
       R.floor_kl_median = stat_or_nan(rep.floor_stats, "kl_median");
       R.floor_kl_p99 = stat_or_nan(rep.floor_stats, "kl_p99");
@@ -251,7 +250,7 @@ std::string knee_sentence(const SweepResult& r) {
         "knee at {} bits: {} bits and narrower leave the noise floor, {} bits and wider stay at it "
         "(the model uses about {} mantissa bits of {})",
         k->bits, k->bits, k->bits + 1, k->bits + 1, r.tensor);
-  if (!k->failed.empty()) s += fmt::format("; it leaves on {}", finding_text(k->failed.front()));
+  if (!k->failed.empty()) s += fmt::format("; it leaves on {}", words::sentence(k->failed.front()));
   return s;
 }
 
@@ -270,7 +269,7 @@ std::string render_sweep_text(const SweepResult& r) {
                    "KL median", "prose", "code", "KL p99", "flips", "flips m<=1 (fl.)", "PPL", "verdict",
                    "left the floor on");
   for (const auto& row : r.rows) {
-    std::string left = row.failed.empty() ? "" : finding_text(row.failed.front());
+    std::string left = row.failed.empty() ? "" : words::sentence(row.failed.front());
     if (row.failed.size() > 1) left += fmt::format(" (+{} more)", row.failed.size() - 1);
     s += fmt::format("{:>4}  {:>10}  {:>10}  {:>10}  {:>10}  {:>7}  {:>16}  {:>9}  {:<12}  {}\n", row.bits,
                      g3(row.kl_median), g3(row.kl_median_prose), g3(row.kl_median_code), g3(row.kl_p99),
@@ -306,9 +305,9 @@ nlohmann::json sweep_json(const SweepResult& r) {
   for (const auto& row : r.rows) {
     json f = json::array();
     for (const auto& x : row.failed)
-      f.push_back({{"rule", x.rule},
-                   {"split", x.split},
-                   {"statistic", x.statistic},
+      f.push_back({{"rule", rule_name(x.rule)},
+                   {"split", x.where()},
+                   {"statistic", x.statistic()},
                    {"value", num(x.value)},
                    {"limit", num(x.limit)},
                    {"floor", num(x.floor)},
@@ -339,9 +338,9 @@ nlohmann::json sweep_json(const SweepResult& r) {
   j["rows"] = rows;
   const SweepRow* k = knee_row(r);
   j["knee"] = r.knee ? json(*r.knee) : json(nullptr);
-  j["knee_statistic"] = k && !k->failed.empty() ? json({{"rule", k->failed.front().rule},
-                                                        {"split", k->failed.front().split},
-                                                        {"statistic", k->failed.front().statistic},
+  j["knee_statistic"] = k && !k->failed.empty() ? json({{"rule", rule_name(k->failed.front().rule)},
+                                                        {"split", k->failed.front().where()},
+                                                        {"statistic", k->failed.front().statistic()},
                                                         {"value", num(k->failed.front().value)},
                                                         {"limit", num(k->failed.front().limit)}})
                                                 : json(nullptr);
@@ -455,7 +454,7 @@ std::string render_sweep_html(const SweepResult& r) {
        "on</th></tr>\n";
   for (const auto& row : r.rows) {
     std::string left;
-    for (const auto& f : row.failed) left += svg::escape(finding_text(f)) + "<br>";
+    for (const auto& f : row.failed) left += svg::escape(words::sentence(f)) + "<br>";
     h += fmt::format(
         "<tr><td>{}</td><td "
         "class=\"l\"><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"

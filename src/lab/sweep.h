@@ -86,10 +86,6 @@ struct SweepResult {
 
 SweepResult run_sweep(const SweepOptions& o);
 
-// One line for a judge finding: "kl_limit domain prose kl_median = 3e-4 > limit 2e-4 (1.5×, floor 1e-4)",
-// "flip_test bin (0.25,0.5]: flip rate 0.1 vs floor 0.02 (… Fisher p …)".
-std::string finding_text(const Finding& f);
-
 std::string render_sweep_text(const SweepResult& r);
 nlohmann::json sweep_json(const SweepResult& r);
 // The KL-median-vs-bits curve with the floor, the limit and the knee marked (an <svg> element).

@@ -78,6 +78,7 @@ void CellStats::add(const PositionRecord& r) {
   int b = margin_bin(r.margin);
   ++bin_n[b];
   bin_flips[b] += r.flip;
+  bin_tie_flips[b] += r.flip && r.tie;
   if (std::isfinite(r.delta_p) && std::isfinite(r.nll_cand) && std::isfinite(r.nll_ref)) {
     ++n_token;
     delta_p.add(r.delta_p);
@@ -120,16 +121,18 @@ constexpr auto kCellFields = std::make_tuple(
     std::pair{"q_other_clamped", &CellStats::q_other_clamped}, std::pair{"kl", &CellStats::kl},
     std::pair{"kl_sq", &CellStats::kl_sq}, std::pair{"kl_max", &CellStats::kl_max},
     std::pair{"bin_n", &CellStats::bin_n}, std::pair{"bin_flips", &CellStats::bin_flips},
-    std::pair{"n_token", &CellStats::n_token}, std::pair{"delta_p", &CellStats::delta_p},
-    std::pair{"delta_p_sq", &CellStats::delta_p_sq}, std::pair{"nll_ref", &CellStats::nll_ref},
-    std::pair{"nll_cand", &CellStats::nll_cand}, std::pair{"nll_diff", &CellStats::nll_diff},
-    std::pair{"nll_diff_sq", &CellStats::nll_diff_sq}, std::pair{"n_sigma", &CellStats::n_sigma},
-    std::pair{"sigma2", &CellStats::sigma2}, std::pair{"ids_total", &CellStats::ids_total},
-    std::pair{"ids_covered", &CellStats::ids_covered}, std::pair{"positions_partial", &CellStats::positions_partial},
+    std::pair{"bin_tie_flips", &CellStats::bin_tie_flips}, std::pair{"n_token", &CellStats::n_token},
+    std::pair{"delta_p", &CellStats::delta_p}, std::pair{"delta_p_sq", &CellStats::delta_p_sq},
+    std::pair{"nll_ref", &CellStats::nll_ref}, std::pair{"nll_cand", &CellStats::nll_cand},
+    std::pair{"nll_diff", &CellStats::nll_diff}, std::pair{"nll_diff_sq", &CellStats::nll_diff_sq},
+    std::pair{"n_sigma", &CellStats::n_sigma}, std::pair{"sigma2", &CellStats::sigma2},
+    std::pair{"ids_total", &CellStats::ids_total}, std::pair{"ids_covered", &CellStats::ids_covered},
+    std::pair{"positions_partial", &CellStats::positions_partial},
     std::pair{"upper_infinite", &CellStats::upper_infinite}, std::pair{"mass", &CellStats::mass},
-    std::pair{"mass_missing", &CellStats::mass_missing}, std::pair{"kl_upper_excess", &CellStats::kl_upper_excess},
-    std::pair{"n_full", &CellStats::n_full}, std::pair{"full_kl", &CellStats::full_kl},
-    std::pair{"full_kl_sq", &CellStats::full_kl_sq}, std::pair{"full_kl_max", &CellStats::full_kl_max});
+    std::pair{"mass_missing", &CellStats::mass_missing},
+    std::pair{"kl_upper_excess", &CellStats::kl_upper_excess}, std::pair{"n_full", &CellStats::n_full},
+    std::pair{"full_kl", &CellStats::full_kl}, std::pair{"full_kl_sq", &CellStats::full_kl_sq},
+    std::pair{"full_kl_max", &CellStats::full_kl_max});
 
 template <typename F>
 void for_each_cell_field(F&& f) {
@@ -456,13 +459,19 @@ void JudgeAccumulator::add_block(const PositionBlock& b) {
       if (m - m == 0) fine_margin_sum[f].add(m);
     }
   }
-  bool high = false;  // any flip above margin 1 in the block (a vector loop; such flips are rare)
+  bool high =
+      false;  // any flip above the backstop's margin in the block (a vector loop; such flips are rare)
   if (high_margin_flips.size() < kHighMarginList)
-    for (int i = 0; i < b.n; ++i) high |= (b.flip[i] != 0) & (b.margin[i] > 1.0);
+    for (int i = 0; i < b.n; ++i) high |= (b.flip[i] != 0) & (b.margin[i] > kBackstopMargin);
   if (high)
     for (int i = 0; i < b.n; ++i)
-      if (b.flip[i] && b.margin[i] > 1.0 && high_margin_flips.size() < kHighMarginList)
+      if (b.flip[i] && b.margin[i] > kBackstopMargin && high_margin_flips.size() < kHighMarginList)
         high_margin_flips.emplace_back(b.position0 + i, b.margin[i]);
+  bool ties = false;  // tie flips are rarer still: one vector test per block
+  for (int i = 0; i < b.n; ++i) ties |= (b.flip[i] & b.tie[i]) != 0;
+  if (ties)
+    for (int i = 0; i < b.n; ++i)
+      if (b.flip[i] && b.tie[i]) ++cells[b.cell[i]].bin_tie_flips[margin_bin(b.margin[i])];
   for (int i = 0; i < b.n; ++i) {
     if (hs[i] >= sample_cut) continue;
     sample.push_back({hs[i], b.position0 + i, static_cast<float>(b.finite[i] ? b.kl[i] : INFINITY),
@@ -489,7 +498,7 @@ void JudgeAccumulator::add(const PositionRecord& r) {
     one.add(r.score.kl);
     add_segment_cell(r.segment, r.cell, 1, one);
   }
-  if (r.flip && r.margin > 1.0 && high_margin_flips.size() < kHighMarginList)
+  if (r.flip && r.margin > kBackstopMargin && high_margin_flips.size() < kHighMarginList)
     high_margin_flips.emplace_back(r.position, r.margin);
   offer_sample(sample, r.position, finite ? r.score.kl : INFINITY, r.margin, r.flip, r.domain, r.phase,
                r.depth);

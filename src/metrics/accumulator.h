@@ -57,6 +57,9 @@ struct PositionRecord {
   PositionScore score;
   bool nonfinite = false;  // candidate row had NaN/+inf, or its KL is not finite
   bool flip = false;       // candidate top-1 ≠ reference top-1
+  // A flip the candidate's own precision could not order: its log-prob of its top-1 equals its log-prob of
+  // the reference's top-1 (two logits that round to one value: its tie-break chose, not its numbers).
+  bool tie = false;
   double margin = 0;       // reference top-1 − top-2 log-prob
   double delta_p = NAN;    // q(token) − p(token); NaN when the candidate's token log-prob is unknown
   double nll_ref = NAN, nll_cand = NAN;
@@ -76,6 +79,7 @@ struct PositionBlock {
   alignas(64) std::int32_t cell[kPad], segment[kPad], depth[kPad];
   alignas(64) std::uint8_t finite[kPad];  // KL finite and the candidate row not broken (!nonfinite)
   alignas(64) std::uint8_t flip[kPad];
+  alignas(64) std::uint8_t tie[kPad];  // PositionRecord::tie
   alignas(64) std::uint8_t token[kPad];  // delta_p, nll_ref and nll_cand known and finite
   alignas(64) std::uint8_t clamped[kPad], domain[kPad], phase[kPad];
 };
@@ -86,7 +90,7 @@ struct CellStats {
   double kl_max = 0;
   std::vector<float> kl_values;   // finite KL of every position
   std::vector<float> flipped_kl;  // finite KL of the flipped positions (share of high-KL without flip)
-  std::array<std::uint64_t, kMarginBins> bin_n{}, bin_flips{};
+  std::array<std::uint64_t, kMarginBins> bin_n{}, bin_flips{}, bin_tie_flips{};
   std::uint64_t n_token = 0;
   ExactSum delta_p, delta_p_sq, nll_ref, nll_cand, nll_diff, nll_diff_sq;
   std::uint64_t n_sigma = 0;

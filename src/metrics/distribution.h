@@ -25,6 +25,13 @@ namespace kc {
 // {0 (tie)}, (0,0.1], (0.1,0.25], (0.25,0.5], (0.5,1], (1,2], (2,5], >5.
 inline constexpr int kMarginBins = 8;
 inline constexpr double kMarginUpper[kMarginBins] = {0.0, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, INFINITY};
+// The backstop's margin: a flip above it (the reference's top-1 ahead by more than e¹ in probability) is
+// one that equally correct implementations do not make. Bins above it hold the high-margin flips; bins 1 …
+// kHighMarginBin − 1 are the uncertain positions (margin in (0, kBackstopMargin]).
+inline constexpr double kBackstopMargin = 1.0;
+inline constexpr int kHighMarginBin = 5;
+static_assert(kMarginUpper[kHighMarginBin - 1] == kBackstopMargin);
+inline constexpr bool uncertain_bin(int b) { return b >= 1 && b < kHighMarginBin; }
 int margin_bin(double margin);        // NaN or negative → 0 (treated as a tie)
 std::string margin_bin_label(int b);  // "0", "(0,0.1]", …, ">5"
 

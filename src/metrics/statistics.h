@@ -39,9 +39,13 @@ struct StatDef {
   bool paired_floor_test;  // the floor test's statistic (per-segment sums of the KL, judge.cpp): exactly one
   FloorLimit floor_limit;
   const char* label;                      // row of the HTML summary table
+  const char* noun;                       // in a sentence ("KL mean", "flip rate at margin (0, 1]")
+  bool share;                             // a fraction, shown as a percentage
   double (*value)(const SplitSummary&);   // NaN: not measured in this split (the key is left out)
   std::string (*show)(const SplitSummary&, const NumberFormat&);  // the HTML cell
-  bool pooled_floor = false;  // the HTML floor cell shows the value pooled over every noise run (σ)
+  // Tail statistics (p99, p99.9, max) rest on a few positions: calibration fits them only on splits of
+  // min_split_tail positions or more (judge/calibrate.h).
+  bool tail = false;
 };
 
 // Every statistic, in the order of the HTML summary table.

@@ -17,6 +17,54 @@
 
 namespace kc {
 
+const char* phase_name(int phase) { return phase == 1 ? "decode" : "prefill"; }
+
+SplitId SplitId::depth(int bucket) {
+  return {SplitKind::depth, bucket, std::to_string(depth_bucket_lower(bucket))};
+}
+
+const char* SplitId::kind_name() const {
+  switch (kind) {
+    case SplitKind::domain:
+      return "domain";
+    case SplitKind::phase:
+      return "phase";
+    case SplitKind::depth:
+      return "depth";
+    default:
+      return "overall";
+  }
+}
+
+std::string SplitId::label() const {
+  return kind == SplitKind::overall ? "overall" : std::string(kind_name()) + " " + name;
+}
+
+std::string SplitId::prefix() const {
+  return kind == SplitKind::overall ? "" : std::string(kind_name()) + "." + name + ".";
+}
+
+bool SplitId::holds(int cell) const {
+  switch (kind) {
+    case SplitKind::domain:
+      return cell / kCellsPerDomain == index;
+    case SplitKind::phase:
+      return cell % kPhases == index;
+    case SplitKind::depth:
+      return (cell / kPhases) % kDepthBuckets == index;
+    default:
+      return true;
+  }
+}
+
+std::vector<const SplitSummary*> all_splits(const RunSummary& r) {
+  std::vector<const SplitSummary*> v{&r.overall};
+  for (auto& s : r.by_domain) v.push_back(&s);
+  for (auto& s : r.by_phase) v.push_back(&s);
+  for (auto& s : r.by_depth) v.push_back(&s);
+  return v;
+}
+
 namespace {
 
 constexpr int kKeyBins = 1 << 16;  // histogram of the top 16 bits of the order-preserving key
@@ -161,28 +209,28 @@ KlStats kl_stats(const Parts& values, const ExactSum& sum, const ExactSum& sq, d
 }
 
 // c: the split's merged scalars (CellStats::merge without values); kl, full: its cells' value arrays.
-SplitSummary split_summary(const CellStats& c, const Parts& kl, const Parts& full, const std::string& kind,
-                           const std::string& name) {
+SplitSummary split_summary(const CellStats& c, const Parts& kl, const Parts& full, SplitId id) {
   SplitSummary s;
-  s.kind = kind;
-  s.name = name;
+  s.id = std::move(id);
   s.n = static_cast<std::int64_t>(c.n);
   s.nonfinite = static_cast<std::int64_t>(c.nonfinite);
   s.q_other_clamped = static_cast<std::int64_t>(c.q_other_clamped);
   s.kl = kl_stats(kl, c.kl, c.kl_sq, c.kl_max);
+  std::uint64_t fu = 0;  // flips at margin in (0, 1]
   for (int b = 0; b < kMarginBins; ++b) {
     BinCount& bc = s.bins[b];
     bc.n = c.bin_n[b];
     bc.flips = c.bin_flips[b];
+    bc.tie_flips = c.bin_tie_flips[b];
+    s.tie_flips += bc.tie_flips;
     bc.rate = bc.n ? static_cast<double>(bc.flips) / static_cast<double>(bc.n) : NAN;
     auto [lo, hi] = wilson_interval(bc.flips, bc.n);
     bc.ci_lo = lo;
     bc.ci_hi = hi;
     s.flips += bc.flips;
-    if (b >= 1 && b <= 4) s.n_uncertain += bc.n;
-    if (b >= 5) s.high_margin_flips += bc.flips;  // margin > 1
+    if (uncertain_bin(b)) s.n_uncertain += bc.n, fu += bc.flips;
+    if (b >= kHighMarginBin) s.high_margin_flips += bc.flips;
   }
-  std::uint64_t fu = c.bin_flips[1] + c.bin_flips[2] + c.bin_flips[3] + c.bin_flips[4];
   s.flip_rate = s.n ? static_cast<double>(s.flips) / static_cast<double>(s.n) : NAN;
   s.flip_rate_uncertain = s.n_uncertain ? static_cast<double>(fu) / static_cast<double>(s.n_uncertain) : NAN;
   s.n_token = static_cast<std::int64_t>(c.n_token);
@@ -251,23 +299,22 @@ RunSummary summarize(const JudgeAccumulator& acc, const std::string& path, doubl
   struct Task {
     const CellStats* c;
     const Parts *kl, *full;
-    const char* kind;
-    std::string name;
+    SplitId id;
     std::vector<SplitSummary>* out;  // nullptr: r.overall
   };
-  std::vector<Task> tasks = {{&all, &all_kl, &all_full, "overall", "overall", nullptr}};
+  std::vector<Task> tasks = {{&all, &all_kl, &all_full, SplitId::overall(), nullptr}};
   for (int d = 0; d < nd; ++d)
-    if (dom[d].n) tasks.push_back({&dom[d], &dom_kl[d], &dom_full[d], "domain", acc.domains[d], &r.by_domain});
-  static const char* phase_names[kPhases] = {"prefill", "decode"};
+    if (dom[d].n)
+      tasks.push_back({&dom[d], &dom_kl[d], &dom_full[d], SplitId::domain(d, acc.domains[d]), &r.by_domain});
   for (int p = 0; p < kPhases; ++p)
-    if (phase[p].n) tasks.push_back({&phase[p], &phase_kl[p], &phase_full[p], "phase", phase_names[p], &r.by_phase});
+    if (phase[p].n)
+      tasks.push_back({&phase[p], &phase_kl[p], &phase_full[p], SplitId::phase(p), &r.by_phase});
   for (int b = 0; b < kDepthBuckets; ++b)
     if (depth[b].n)
-      tasks.push_back({&depth[b], &depth_kl[b], &depth_full[b], "depth", std::to_string(depth_bucket_lower(b)),
-                       &r.by_depth});
+      tasks.push_back({&depth[b], &depth_kl[b], &depth_full[b], SplitId::depth(b), &r.by_depth});
   std::vector<SplitSummary> done(tasks.size());
   parallel_for(tasks.size(), 1, [&](std::size_t i, std::size_t, std::size_t) {
-    done[i] = split_summary(*tasks[i].c, *tasks[i].kl, *tasks[i].full, tasks[i].kind, tasks[i].name);
+    done[i] = split_summary(*tasks[i].c, *tasks[i].kl, *tasks[i].full, tasks[i].id);
   });
   r.overall = std::move(done[0]);
   for (std::size_t i = 1; i < tasks.size(); ++i) tasks[i].out->push_back(std::move(done[i]));
@@ -304,7 +351,7 @@ RunSummary summarize(const JudgeAccumulator& acc, const std::string& path, doubl
 
 double domain_median(const RunSummary& s, const std::string& name) {
   for (const auto& d : s.by_domain)
-    if (d.name == name) return d.kl.median;
+    if (d.id.name == name) return d.kl.median;
   return NAN;
 }
 

@@ -20,14 +20,34 @@ struct KlStats {
 
 struct BinCount {
   std::uint64_t n = 0, flips = 0;
+  std::uint64_t tie_flips = 0;  // flips the candidate's own log-probs could not order (PositionRecord::tie)
   double rate = NAN, ci_lo = NAN, ci_hi = NAN;  // Wilson 95 %
 };
 
+// What a split groups (every position, a domain, a phase, a depth bucket) and which one: its label in the
+// reports, its keys in the statistic table and its cells all come from here, never from its name.
+enum class SplitKind : std::uint8_t { overall, domain, phase, depth };
+const char* phase_name(int phase);  // 0 "prefill", 1 "decode"
+struct SplitId {
+  SplitKind kind = SplitKind::overall;
+  int index = 0;     // the domain's index, the phase (0 prefill, 1 decode) or the depth bucket
+  std::string name;  // "overall", the domain's name, "prefill" / "decode", the bucket's lower edge ("2048")
+  static SplitId overall() { return {SplitKind::overall, 0, "overall"}; }
+  static SplitId domain(int index, std::string name) { return {SplitKind::domain, index, std::move(name)}; }
+  static SplitId phase(int p) { return {SplitKind::phase, p, phase_name(p)}; }
+  static SplitId depth(int bucket);
+  const char* kind_name() const;  // "overall" | "domain" | "phase" | "depth"
+  std::string label() const;      // "overall", "domain prose", "phase decode", "depth 2048"
+  std::string prefix() const;     // "", "domain.prose.", "phase.decode.", "depth.2048.": its statistic keys
+  bool holds(int cell) const;     // the cells (domain × depth bucket × phase, accumulator.h) it merges
+  bool operator==(const SplitId& o) const { return kind == o.kind && index == o.index; }
+};
+
 struct SplitSummary {
-  std::string kind, name;  // kind: "overall" | "domain" | "depth" | "phase"; name: "prose", "2048", "decode"
+  SplitId id;
   std::int64_t n = 0, nonfinite = 0, q_other_clamped = 0;
   KlStats kl;
-  std::uint64_t flips = 0;
+  std::uint64_t flips = 0, tie_flips = 0;
   double flip_rate = NAN;
   std::array<BinCount, kMarginBins> bins;
   std::uint64_t high_margin_flips = 0;  // flips with margin > 1
@@ -57,6 +77,8 @@ struct RunSummary {
 };
 
 RunSummary summarize(const JudgeAccumulator& acc, const std::string& path, double high_kl_threshold = NAN);
+// Every split of the run: overall, then by domain, phase and depth (the reports' order).
+std::vector<const SplitSummary*> all_splits(const RunSummary& r);
 // The KL median of the run's domain split `name`; NaN when the run has no such domain.
 double domain_median(const RunSummary& s, const std::string& name);
 

@@ -19,18 +19,20 @@
 #include "compare/methods.h"
 #include "compare/report.h"
 #include "compare/spec.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/suggest.h"
-#include "opmode/cases.h"
 #include "golden/corpus.h"
 #include "golden/golden.h"
+#include "golden/record_topk.h"
 #include "judge/judge.h"
 #include "judge/judge_html.h"
+#include "judge/options.h"
+#include "judge/pipeline.h"
 #include "lab/locate.h"
 #include "lab/record_model.h"
-#include "golden/record_topk.h"
-#include "core/atomic_file.h"
 #include "numeric/formats.h"
+#include "opmode/cases.h"
 #include "opmode/registry.h"
 
 namespace nb = nanobind;
@@ -349,64 +351,64 @@ nb::list methods_py() {
 
 // ---- judge --------------------------------------------------------------------------------------------
 
-// The judge options test() takes as keywords (kerncheck.test checks names against this list first).
-const std::vector<std::string>& judge_option_names() {
-  static const std::vector<std::string> n = {"kl_factor",     "kl_abs_min",    "alpha",
-                                             "backstop_margin", "min_coverage", "min_positions",
-                                             "min_split_center", "min_split_tail", "min_uncertain"};
-  return n;
-}
-
-JudgeOptions judge_options(const std::map<std::string, double>& o) {
-  JudgeOptions j;
-  const std::map<std::string, double*> dbl = {{"kl_factor", &j.kl_factor},         {"kl_abs_min", &j.kl_abs_min},
-                                              {"alpha", &j.alpha},                 {"backstop_margin", &j.backstop_margin},
-                                              {"min_coverage", &j.min_coverage}};
-  const std::map<std::string, std::int64_t*> ints = {{"min_positions", &j.min_positions},
-                                                     {"min_split_center", &j.min_split_center},
-                                                     {"min_split_tail", &j.min_split_tail},
-                                                     {"min_uncertain", &j.min_uncertain}};
-  for (const auto& [k, v] : o) {
-    if (auto it = dbl.find(k); it != dbl.end())
-      *it->second = v;
-    else if (auto it2 = ints.find(k); it2 != ints.end())
-      *it2->second = static_cast<std::int64_t>(v);
-    else
-      throw nb::type_error(fmt::format("test(): unexpected option {}{}; expected {}", k,
-                                       did_you_mean(k, judge_option_names()),
-                                       fmt::join(judge_option_names(), ", "))
-                               .c_str());
+// The judge's option table (judge/options.h): kerncheck.test() builds its keywords, defaults and docstring
+// from it.
+nb::list judge_option_table_py() {
+  nb::list out;
+  const JudgeOptions defaults;
+  for (const JudgeOptionDef& d : judge_option_table()) {
+    nb::dict e;
+    e["flag"] = d.flag;
+    e["python"] = d.python;
+    const double v = d.get(defaults);
+    switch (d.kind) {
+      case JudgeOptionDef::Kind::flag:
+        e["kind"] = "flag", e["default"] = nb::bool_(v != 0);
+        break;
+      case JudgeOptionDef::Kind::count:
+        e["kind"] = "count", e["default"] = nb::int_(static_cast<std::int64_t>(v));
+        break;
+      default:
+        e["kind"] = "real", e["default"] = nb::float_(v);
+    }
+    e["help"] = d.help;
+    e["range"] = d.range();
+    out.append(e);
   }
-  if (!(j.kl_factor >= 1)) fail("kl_factor: expected ≥ 1, got {}", j.kl_factor);
-  if (!(j.alpha > 0 && j.alpha < 1)) fail("alpha: expected in (0, 1), got {}", j.alpha);
-  return j;
+  return out;
 }
 
-// The judge of `kerncheck test` (docs/judge.md): returns (JSON report, text report, exit code).
-std::tuple<std::string, std::string, int> judge_py(const std::string& golden_path, const std::string& cand_path,
-                                                   const std::vector<std::string>& noise_paths,
-                                                   const std::optional<std::string>& thresholds_path,
-                                                   const std::map<std::string, double>& options,
-                                                   const std::string& html, const std::string& junit) {
-  JudgeOptions opt = judge_options(options);
+// The judge of `kerncheck test` (docs/judge.md), through the same pipeline as the CLI: returns (JSON report,
+// text report, exit code). options: keyword → number (flags 0 or 1), checked by _judge.py's types first.
+std::tuple<std::string, std::string, int> judge_py(
+    const std::string& golden_path, const std::string& cand_path, const std::vector<std::string>& noise_paths,
+    const std::optional<std::string>& thresholds_path, const std::map<std::string, double>& options,
+    const std::string& ref_logits, std::size_t worst, const std::string& html, const std::string& junit,
+    const std::string& json, const std::string& locate) {
+  JudgeOptions opt;
+  for (const auto& [k, v] : options) {
+    const JudgeOptionDef* d = find_judge_option(k);
+    if (!d)
+      throw nb::type_error(
+          fmt::format("test(): {}: expected one of the judge's options, got an unknown one", k).c_str());
+    d->set(opt, v);
+  }
+  check_judge_options(opt);
+  if (!locate.empty() && html.empty())
+    fail("locate: expected html= (the page that links to the locate report)");
   JudgeReport report;
   {
     nb::gil_scoped_release nogil;
-    Golden golden = read_golden(golden_path);
-    JudgeAccumulator cand = accumulate(golden, open_candidate_input(cand_path, golden), nullptr);
-    std::vector<JudgeAccumulator> noise;
-    for (const auto& p : noise_paths) {
-      CandidateInput ni = open_candidate_input(p, golden);
-      if (ni.begin != cand.ranges.front().first || ni.n != cand.positions_judged())
-        throw_input_error(p, "positions", "the candidate's positions",
-                          fmt::format("[{}, {})", ni.begin, ni.begin + ni.n));
-      noise.push_back(accumulate(golden, ni, nullptr));
-    }
+    ReportFiles out{json, junit, html, std::nullopt};
+    if (!locate.empty()) out.locate = read_locate_link(locate, html);
     std::optional<Thresholds> th;
     if (thresholds_path) th = read_thresholds(*thresholds_path);
-    report = judge(golden.meta, golden_path, cand, cand_path, noise, noise_paths, th ? &*th : nullptr, opt);
-    if (!html.empty()) write_file_atomic(html, render_judge_html(report));
-    if (!junit.empty()) write_file_atomic(junit, render_junit(report));
+    JudgeRequest q{golden_path,  cand_path, noise_paths, ref_logits,
+                   std::nullopt, false,     worst,       opt.allow_floor_mismatch};
+    std::vector<std::string> mismatches;
+    const Partial runs = gather_runs(q, mismatches);
+    report = judge_runs(runs, mismatches, th, opt);
+    write_reports(report, out);
   }
   return {report_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace), render_text(report),
           verdict_exit_code(report.verdict)};
@@ -519,9 +521,11 @@ NB_MODULE(_core, m) {
         "Makes fn(inputs: list[ndarray f64], params: dict, out_dtype: str) -> ndarray f64 a candidate of op.");
   m.def("list_ops", &list_ops_py);
   m.def("methods", &methods_py);
-  m.def("judge", &judge_py, "golden"_a, "candidate"_a, "noise"_a, "thresholds"_a.none(), "options"_a, "html"_a,
-        "junit"_a, "The judge of `kerncheck test`; returns (JSON report, text report, exit code).");
-  m.def("judge_option_names", &judge_option_names);
+  m.def("judge", &judge_py, "golden"_a, "candidate"_a, "noise"_a, "thresholds"_a.none(), "options"_a,
+        "ref_logits"_a, "worst"_a, "html"_a, "junit"_a, "json"_a, "locate"_a,
+        "The judge of `kerncheck test`; returns (JSON report, text report, exit code).");
+  m.def("judge_option_table", &judge_option_table_py,
+        "The judge's options: [{flag, python, kind, default, help, range}] (judge/options.h).");
   m.def("did_you_mean", [](const std::string& got, const std::vector<std::string>& known) {
     return kc::did_you_mean(got, known);
   }, "got"_a, "known"_a, "' (did you mean \"x\"?)' for the known word closest to got, or ''.");

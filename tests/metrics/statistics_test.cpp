@@ -20,9 +20,9 @@ const std::vector<std::string> kSplitKeys{"kl_mean", "kl_median", "kl_p90", "kl_
                                           "delta_p_rms", "nonfinite"};
 const std::vector<std::string> kRunKeys{"nll_diff_mean", "sigma"};
 
-SplitSummary filled(const std::string& kind, const std::string& name, std::int64_t n, double base) {
+SplitSummary filled(SplitId id, std::int64_t n, double base) {
   SplitSummary s;
-  s.kind = kind, s.name = name, s.n = n;
+  s.id = std::move(id), s.n = n;
   s.kl.mean = base + 1, s.kl.median = base + 2, s.kl.p90 = base + 3, s.kl.p99 = base + 4;
   s.kl.p999 = base + 5, s.kl.max = base + 6, s.flip_rate = base + 7, s.flip_rate_uncertain = base + 8;
   s.high_margin_flips = 9, s.delta_p_rms = base + 10, s.nonfinite = 11;
@@ -57,10 +57,10 @@ TEST(Statistics, TableNamesScopesAndFlags) {
 
 TEST(Statistics, StatTableKeysAndValues) {
   RunSummary r;
-  r.overall = filled("overall", "overall", 5000, 0);
-  r.by_domain = {filled("domain", "code", 200, 100), filled("domain", "prose", 99, 200)};
-  r.by_phase = {filled("phase", "decode", 100, 300)};
-  r.by_depth = {filled("depth", "2048", 4000, 400)};
+  r.overall = filled(SplitId::overall(), 5000, 0);
+  r.by_domain = {filled(SplitId::domain(0, "code"), 200, 100), filled(SplitId::domain(1, "prose"), 99, 200)};
+  r.by_phase = {filled(SplitId::phase(1), 100, 300)};
+  r.by_depth = {filled(SplitId::depth(depth_bucket(2048)), 4000, 400)};
   r.by_depth[0].flip_rate_uncertain = NAN;  // no position with margin in (0, 1]: left out
   r.by_phase[0].delta_p_rms = NAN;          // no corpus token: left out
   auto t = stat_table(r, 100);
@@ -88,13 +88,40 @@ TEST(Statistics, StatTableKeysAndValues) {
 TEST(Statistics, HtmlCellsShowTheSummaryFields) {
   const NumberFormat f{[](double v) { return std::to_string(v); },
                        [](double v) { return std::to_string(100 * v) + "%"; }};
-  SplitSummary s = filled("overall", "overall", 10, 0);
+  SplitSummary s = filled(SplitId::overall(), 10, 0);
   s.flips = 3, s.kl.stderr_ = 0.5, s.ppl_ref = 2, s.ppl_cand = 3;
   EXPECT_EQ(find_statistic("kl_mean")->show(s, f), std::to_string(1.0) + " ± " + std::to_string(0.5));
   EXPECT_EQ(find_statistic("flip_rate")->show(s, f), "3 (" + std::to_string(700.0) + "%)");
-  EXPECT_EQ(find_statistic("nll_diff_mean")->show(s, f), std::to_string(2.0) + " → " + std::to_string(3.0));
+  EXPECT_EQ(find_statistic("nll_diff_mean")->show(s, f),
+            std::to_string(12.0) + " (" + std::to_string(2.0) + " → " + std::to_string(3.0) + ")");
   EXPECT_EQ(find_statistic("nonfinite")->show(s, f), "11");
-  EXPECT_TRUE(find_statistic("sigma")->pooled_floor);
+  // Rates are shown as percentages (also the floor's cell); the tail statistics are p99, p99.9 and max.
+  for (const StatDef& d : statistics()) {
+    const std::string n = d.name;
+    EXPECT_EQ(d.share, n.rfind("flip_rate", 0) == 0) << n;
+    EXPECT_EQ(d.tail, n == "kl_p99" || n == "kl_p999" || n == "kl_max") << n;
+  }
+}
+
+// A split's identity: its label, its statistic keys and its cells, from the type, never from its name.
+TEST(Statistics, SplitIdLabelsKeysAndCells) {
+  const SplitId dom = SplitId::domain(1, "prose"), dec = SplitId::phase(1),
+                deep = SplitId::depth(depth_bucket(2048));
+  EXPECT_EQ(SplitId::overall().label(), "overall");
+  EXPECT_EQ(SplitId::overall().prefix(), "");
+  EXPECT_EQ(dom.label(), "domain prose");
+  EXPECT_EQ(dom.prefix(), "domain.prose.");
+  EXPECT_EQ(dec.label(), "phase decode");
+  EXPECT_EQ(deep.name, "2048");
+  EXPECT_EQ(deep.prefix(), "depth.2048.");
+  EXPECT_EQ(SplitId::depth(0).name, "0");
+  for (int c = 0; c < 2 * kCellsPerDomain; ++c) {
+    EXPECT_TRUE(SplitId::overall().holds(c));
+    EXPECT_EQ(dom.holds(c), c / kCellsPerDomain == 1);
+    EXPECT_EQ(dec.holds(c), c % kPhases == 1);
+  }
+  for (int d : {0, 1, 2047, 2048, 4095, 4096})
+    EXPECT_EQ(deep.holds(cell_index(1, depth_bucket(d), 0)), d >= 2048 && d < 4096) << d;
 }
 
 // numpy.quantile(x, q) with the default "linear" method.
@@ -144,7 +171,8 @@ TEST(Summary, SummarizeMatchesADirectComputation) {
   EXPECT_EQ(s.overall.n_uncertain, unc);
   EXPECT_DOUBLE_EQ(s.overall.flip_rate_uncertain, static_cast<double>(unc_flips) / static_cast<double>(unc));
   ASSERT_EQ(s.by_phase.size(), 2u);
-  EXPECT_EQ(s.by_phase[1].name, "decode");
+  EXPECT_EQ(s.by_phase[1].id, SplitId::phase(1));
+  EXPECT_EQ(s.by_phase[1].id.name, "decode");
   EXPECT_DOUBLE_EQ(s.by_phase[1].kl.median, linear_quantile(decode, 0.5));
   EXPECT_EQ(s.by_domain.size(), 2u);
 }

@@ -126,13 +126,14 @@ def test_model_checks_with_marker_and_json(env, model_files):
     r = runpytest(env, "--kerncheck-json=k.json", "-rs")
     r.assert_outcomes(passed=1, failed=1, skipped=1, errors=1)
     out = r.stdout.str()
-    # the failure names the deciding finding, as `kerncheck test --json`'s decided_by says
+    # the failure says the verdict's headline, as `kerncheck test --json` does (the deciding finding in words)
     ref = subprocess.run([KC, "test", d / "golden.safetensors", d / "broken.safetensors", "--thresholds",
                           d / "thresholds.toml", "--json", env.path / "r.json"], capture_output=True, text=True)
     assert ref.returncode == 1
-    dec = json.loads((env.path / "r.json").read_text())["decided_by"]
-    what = dec["statistic"] if dec["split"] == dec["statistic"] else f"{dec['split']} {dec['statistic']}"
-    assert f"broken.safetensors vs {d}/golden.safetensors: FAIL: {what} = " in out
+    rj = json.loads((env.path / "r.json").read_text())
+    dec = rj["decided_by"]
+    assert f"broken.safetensors vs {d}/golden.safetensors: FAIL: {rj['headline']}" in out
+    assert dec["statistic"] in rj["headline"] or dec["split"] in rj["headline"]
     assert 'unexpected keyword \'nosie\' (did you mean "noise"?)' in out
     assert "INCONCLUSIVE: depth" in out and "add noise runs or positions" in out  # the skip's reason
     k = json.loads((env.path / "k.json").read_text())
