@@ -4,6 +4,7 @@
 #include "judge/judge.h"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 
 #include "core/error.h"
@@ -186,8 +187,11 @@ void inconclusive_reasons(JudgeReport& R, const Thresholds* th) {
     why.push_back(words::reason_few_positions(R.positions_judged, o.min_positions));
   if (R.mode == JudgeMode::noise && static_cast<std::int64_t>(ov.n_uncertain) < o.min_uncertain)
     why.push_back(words::reason_few_uncertain(ov.n_uncertain, o.min_uncertain));
+  std::map<std::int64_t, std::int64_t> per_depth;  // segments of each depth, for the advice
+  std::int64_t most = 0;
+  for (const Segment& s : R.golden.segments) most = std::max(most, ++per_depth[s.depth]);
   for (const FloorTest& t : R.floor_tests)  // a split that matters must detect mde_target with `power`
-    if (t.matters && !(t.mde_ratio <= o.mde_target)) why.push_back(words::reason_power(t, o));
+    if (t.matters && !(t.mde_ratio <= o.mde_target)) why.push_back(words::reason_power(t, o, most));
   if (ov.coverage_mass < o.min_coverage)
     why.push_back(words::reason_coverage(ov.coverage_mass, R.golden.k, o.min_coverage));
 }

@@ -136,21 +136,23 @@ std::string reason_few_uncertain(std::uint64_t have, std::int64_t need) {
       have, need);
 }
 
-std::string reason_power(const FloorTest& t, const JudgeOptions& o) {
+std::string reason_power(const FloorTest& t, const JudgeOptions& o, std::int64_t segments_per_depth) {
   // The MDE scales with sd ∝ 1/√segments when the spread is sampling noise (v_seg; v_run too without a
   // run-level offset), so ((MDE× − 1) / (target − 1))² estimates how many times the segments would reach
-  // the target (EXPERIMENTS.md: 8 → 24 segments measured against it).
-  const std::string more =
-      std::isfinite(t.mde_ratio) && o.mde_target > 1
-          ? fmt::format(
-                " (~{:.1f}× the segments, e.g. corpus build --segments-per-depth, if the floor's spread is "
-                "sampling noise)",
-                std::pow((t.mde_ratio - 1) / (o.mde_target - 1), 2))
-          : std::string();
+  // the target (EXPERIMENTS.md: 8 → 24 segments measured against it). The advice is a command to run.
+  std::string more;
+  if (std::isfinite(t.mde_ratio) && o.mde_target > 1) {
+    const double factor = std::pow((t.mde_ratio - 1) / (o.mde_target - 1), 2);
+    more = fmt::format(" (~{:.1f}× the segments if the floor's spread is sampling noise", factor);
+    if (segments_per_depth > 0)
+      more += fmt::format(": a corpus of `kerncheck corpus build … --segments-per-depth {}`, this one has {}",
+                          static_cast<std::int64_t>(std::ceil(segments_per_depth * factor * 1.1)),
+                          segments_per_depth);
+    more += ")";
+  }
   return fmt::format(
       "{}: this corpus and floor detect only a {:.3g}× increase of KL mean at {:.0f} % power (need ≤ {}×); "
-      "add "
-      "noise runs or positions{}",
+      "add noise runs (--noise) or segments{}",
       t.split.label(), t.mde_ratio, 100 * o.power, o.mde_target, more);
 }
 

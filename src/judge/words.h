@@ -33,7 +33,8 @@ std::string caveats_title();
 std::string reason_no_reference();
 std::string reason_few_positions(std::int64_t judged, std::int64_t need);
 std::string reason_few_uncertain(std::uint64_t have, std::int64_t need);
-std::string reason_power(const FloorTest& t, const JudgeOptions& o);
+// segments_per_depth: the most segments of one depth in the golden (0: unknown), for the advice's command.
+std::string reason_power(const FloorTest& t, const JudgeOptions& o, std::int64_t segments_per_depth);
 std::string reason_coverage(double mass, int k, double need);
 std::string reason_other_golden(const std::string& calibrated_on, const std::string& this_one);
 

@@ -53,7 +53,7 @@ using demo::Steps;
 
 const std::vector<Run>& demo_runs() {
   static const std::vector<Run> runs = {
-      // The floor: six equally correct bf16 implementations (other attention kernel, other summation
+      // The floor: eight equally correct bf16 implementations (other attention kernel, other summation
       // orders), so the floor test has the spread of correct implementations to judge against.
       {"bf16", "bf16", "noise"},
       {"bf16-flash", "bf16+attn=flash", "noise"},
@@ -61,6 +61,8 @@ const std::vector<Run>& demo_runs() {
       {"order-2", "bf16+order=2", "noise"},
       {"order-3", "bf16+order=3", "noise"},
       {"order-4", "bf16+order=4", "noise"},
+      {"order-5", "bf16+order=5", "noise"},
+      {"order-6", "bf16+order=6", "noise"},
       {"p-bf16", "bf16+p=bf16", "good"},
       {"p-f16", "bf16+p=f16", "probe"},
       {"p-fp8", "bf16+p=fp8", "bad"},
@@ -345,7 +347,7 @@ int run_demo(const DemoOptions& o) {
   h += fmt::format(
       "<h1>kerncheck demo ({} preset)</h1>\n<p>Model <code>{}</code>; golden <code>{}</code> ({} "
       "scored positions, f32 reference, perplexity {}). Every run is judged against the golden with "
-      "six equally correct bf16 implementations (bf16, bf16+attn=flash, bf16+order=1…4) as floor; each "
+      "eight equally correct bf16 implementations (bf16, bf16+attn=flash, bf16+order=1…6) as floor; each "
       "floor run against the others (leave-one-out). Thresholds calibrated from the runs: <code>{}</code>.</p>\n",
       o.preset, svg::escape(model), svg::escape(golden_path), golden.meta.n, g5(ppl_ref),
       svg::escape(th_path));

@@ -191,7 +191,12 @@ def test_power_decides_inconclusive(data):
         if t["matters"] and t["mde_ratio"] > 1.01:
             why = next(r for r in rep["inconclusive_reasons"] if r.startswith(t["split"] + ":"))
             got = float(re.search(r"~([0-9.]+)× the segments", why).group(1))
-            assert close(got, ((t["mde_ratio"] - 1) / 0.01) ** 2, rtol=1e-3, atol=0.051), why
+            factor = ((t["mde_ratio"] - 1) / 0.01) ** 2
+            assert close(got, factor, rtol=1e-3, atol=0.051), why
+            # ... and gives the command: the golden's segments per depth times that factor (+10 %).
+            n, has = map(int, re.search(r"--segments-per-depth (\d+)`, this one has (\d+)", why).groups())
+            assert has == NSEG  # every segment of this golden has depth 0
+            assert n == math.ceil(has * factor * 1.1), why
 
 
 def test_one_or_identical_noise_runs_fall_back(data):

@@ -135,7 +135,7 @@ def test_model_checks_with_marker_and_json(env, model_files):
     assert f"broken.safetensors vs {d}/golden.safetensors: FAIL: {rj['headline']}" in out
     assert dec["statistic"] in rj["headline"] or dec["split"] in rj["headline"]
     assert 'unexpected keyword \'nosie\' (did you mean "noise"?)' in out
-    assert "INCONCLUSIVE: depth" in out and "add noise runs or positions" in out  # the skip's reason
+    assert "INCONCLUSIVE: depth" in out and "add noise runs (--noise) or segments" in out  # the skip's reason
     k = json.loads((env.path / "k.json").read_text())
     assert k["format"] == "kerncheck.pytest" and k["version"] == 1
     import jsonschema  # requirements.txt; the schema the package ships (docs/schemas.md)
