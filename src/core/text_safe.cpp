@@ -85,4 +85,9 @@ std::string terminal_safe(std::string_view in, bool keep_lines) {
   return out;
 }
 
+void print_safe(std::FILE* stream, std::string_view text) {
+  const std::string safe = terminal_safe(text, true);
+  std::fwrite(safe.data(), 1, safe.size(), stream);
+}
+
 }  // namespace kc
