@@ -18,6 +18,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "opmode/cases.h"
+#include "core/text_safe.h"
 
 namespace kc::cli {
 namespace {
@@ -158,7 +159,7 @@ int run_compare(int argc, char** argv) {
   std::size_t passed = 0, failed = 0;
   for (const Case& c : cases) {
     CaseOutcome out = run_case(c, opt);
-    std::fputs(case_text(out).c_str(), stdout);
+    print_safe(stdout, case_text(out));
     std::fputs("\n", stdout);
     std::fflush(stdout);
     (out.result.pass ? passed : failed)++;

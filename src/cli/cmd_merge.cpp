@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "judge/judge.h"
 #include "judge/judge_html.h"
+#include "core/text_safe.h"
 
 namespace {
 
@@ -33,6 +34,9 @@ int run(int argc, char** argv) {
                "judge shards whose noise runs' engine, base precision, KV or logits dtype differ from the "
                "candidate's (refused otherwise, exit 3, as by kerncheck test; the report then says so)");
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  std::vector<std::string> inputs = shards;
+  inputs.push_back(thresholds_path);
+  kc::check_outputs_apart(inputs, {json_path, junit_path, html_path, out_partial});
   std::vector<kc::Partial> parts;
   for (auto& s : shards) parts.push_back(kc::read_partial(s));
   // test's floor check, again: a shard may have been written with --allow-floor-mismatch, or shards may
@@ -51,7 +55,7 @@ int run(int argc, char** argv) {
   kc::Partial m = kc::merge_partials(parts, shards);
   if (!out_partial.empty()) {
     kc::write_partial(out_partial, m);
-    std::printf("wrote merged shard %s\n", out_partial.c_str());
+    kc::printf_safe(stdout, "wrote merged shard %s\n", out_partial.c_str());
     return 0;
   }
   if (m.cand.positions_judged() != m.golden.n) {
@@ -75,7 +79,7 @@ int run(int argc, char** argv) {
   if (!json_path.empty()) kc::write_file_atomic(json_path, kc::report_json(report).dump(2) + "\n");
   if (!junit_path.empty()) kc::write_file_atomic(junit_path, kc::render_junit(report));
   if (!html_path.empty()) kc::write_file_atomic(html_path, kc::render_judge_html(report));
-  std::fputs(kc::render_text(report).c_str(), stdout);
+  kc::print_safe(stdout, kc::render_text(report));
   return kc::verdict_exit_code(report.verdict);
 }
 

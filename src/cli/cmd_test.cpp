@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "judge/judge.h"
 #include "judge/judge_html.h"
+#include "core/text_safe.h"
 
 namespace {
 
@@ -56,6 +57,9 @@ int run(int argc, char** argv) {
                "candidate's (refused otherwise, exit 3; the report then says so)");
   app.add_flag("-q,--quiet", quiet, "print only the verdict line");
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  std::vector<std::string> inputs{golden_path, cand_path, thresholds_path, locate_path, ref_logits};
+  inputs.insert(inputs.end(), noise_paths.begin(), noise_paths.end());
+  kc::check_outputs_apart(inputs, {json_path, junit_path, html_path, partial_path});
   if (!locate_path.empty() && html_path.empty())
     kc::fail("--locate: expected --html F (the page that links to the locate report), got none");
   std::optional<kc::LocateLink> locate;  // read before judging: a bad file exits 3 before any output
@@ -97,7 +101,7 @@ int run(int argc, char** argv) {
     kc::Partial part{golden.meta,  golden_path,    cand_path,      noise_paths,
                      cand_made_by, noise_made_by, std::move(cand), std::move(noise)};
     kc::write_partial(partial_path, part);
-    std::printf("wrote shard %s: positions [%lld, %lld)\n", partial_path.c_str(),
+    kc::printf_safe(stdout, "wrote shard %s: positions [%lld, %lld)\n", partial_path.c_str(),
                 static_cast<long long>(part.cand.ranges.front().first),
                 static_cast<long long>(part.cand.ranges.back().second));
     return 0;
@@ -112,7 +116,7 @@ int run(int argc, char** argv) {
   if (!html_path.empty()) kc::write_file_atomic(html_path, kc::render_judge_html(report, locate ? &*locate : nullptr));
   std::string text = kc::render_text(report);
   if (quiet) text = text.substr(0, text.find('\n') + 1);
-  std::fputs(text.c_str(), stdout);
+  kc::print_safe(stdout, text);
   return kc::verdict_exit_code(report.verdict);
 }
 

@@ -21,5 +21,7 @@ std::string terminal_safe(std::string_view in, bool keep_lines = false);
 // Every line kerncheck prints that carries text it did not write itself (file and segment names, a
 // server's model name, a parser's message) goes out through this: terminal_safe(text, keep_lines = true).
 void print_safe(std::FILE* stream, std::string_view text);
+// The same for a printf format (the call sites' own layouts: "%-20s" columns and the like).
+[[gnu::format(printf, 2, 3)]] void printf_safe(std::FILE* stream, const char* format, ...);
 
 }  // namespace kc

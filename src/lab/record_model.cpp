@@ -470,7 +470,7 @@ void record_golden_with_model(const RecordModelOptions& o) {
   m.extra[kReferenceKey] = reference ? "f32" : "not the f32 reference: variant " + L.variant;
   std::string sum = write_golden(o.out, m, all.view());
   ck.finish();
-  std::printf("wrote golden %s: %lld positions in %zu segments, k = %d, vocab %lld, checksum %s\n",
+  printf_safe(stdout, "wrote golden %s: %lld positions in %zu segments, k = %d, vocab %lld, checksum %s\n",
               o.out.c_str(), static_cast<long long>(m.n), segs.size(), o.k, static_cast<long long>(V),
               sum.c_str());
 }
@@ -619,7 +619,7 @@ void record_candidate_with_model(const RecordModelOptions& o) {
   std::string sum = write_candidate(o.out, m, all.view());
   ck.finish();
   if (logits_out) logits_out->close();
-  std::printf("wrote candidate %s: %lld positions of %s, checksum %s\n", o.out.c_str(),
+  printf_safe(stdout, "wrote candidate %s: %lld positions of %s, checksum %s\n", o.out.c_str(),
               static_cast<long long>(m.n), o.golden.c_str(), sum.c_str());
 }
 
