@@ -222,16 +222,20 @@ def without_checksum(src, dst):
     return dst
 
 
-def test_files_without_a_checksum_are_refused_like_a_wrong_one(files, tmp_path):
+@pytest.mark.parametrize("kind", ["golden", "candidate", "shard"])
+def test_files_without_a_checksum_are_refused_like_a_wrong_one(files, tmp_path, kind):
     d = files
-    g = without_checksum(d / "g.st", tmp_path / "g.st")
-    refused(run("record", "--from-logits", d / "cand.npy", "--golden", g, "-o", tmp_path / "x.st"),
-            f"{g}: metadata checksum: expected xxh3:", "got nothing")
-    c = without_checksum(d / "cand.st", tmp_path / "c.st")
-    refused(run("test", d / "g.st", c), f"{c}: metadata checksum: expected xxh3:", "got nothing")
-    run("test", d / "g.st", d / "cand.st", "--noise", d / "noise.st", "--partial", tmp_path / "p.part", rc=0)
-    s = without_checksum(tmp_path / "p.part", tmp_path / "s.part")
-    refused(run("merge", s), f"{s}: metadata checksum: expected xxh3:", "got nothing")
+    if kind == "golden":
+        f = without_checksum(d / "g.st", tmp_path / "g.st")
+        p = run("record", "--from-logits", d / "cand.npy", "--golden", f, "-o", tmp_path / "x.st")
+    elif kind == "candidate":
+        f = without_checksum(d / "cand.st", tmp_path / "c.st")
+        p = run("test", d / "g.st", f)
+    else:
+        run("test", d / "g.st", d / "cand.st", "--noise", d / "noise.st", "--partial", tmp_path / "p.part", rc=0)
+        f = without_checksum(tmp_path / "p.part", tmp_path / "s.part")
+        p = run("merge", f)
+    refused(p, f"{f}: metadata checksum: expected xxh3:", "got nothing")
 
 
 def test_record_model_checkpoint_without_checksum_is_recomputed(tmp_path):
