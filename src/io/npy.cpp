@@ -290,6 +290,9 @@ DType resolve_descr(const std::string& descr, std::optional<DType> hint, const s
           "record and test take no --dtype: save the array as .safetensors or as float32 .npy): numpy writes "
           "ml_dtypes arrays without their type name",
           fmt::format("'{}'", descr));
+    if (kind == 'W' && *hint != DType::complex32)
+      throw_input_error(path, "descr", fmt::format("a type matching the dtype given ({})", dtype_name(*hint)),
+                        fmt::format("'{}' (ml_dtypes complex32)", descr));
     // numpy writes its own types with their names ('<f2' for float16): a void type never holds one.
     for (const auto& n : kNative)
       if (n.dtype == *hint)
@@ -298,9 +301,6 @@ DType resolve_descr(const std::string& descr, std::optional<DType> hint, const s
                                       "types such as bfloat16 are written)",
                                       n.descr, dtype_name(*hint)),
                           fmt::format("'{}'", descr));
-    if (kind == 'W' && *hint != DType::complex32)
-      throw_input_error(path, "descr", fmt::format("a type matching the dtype given ({})", dtype_name(*hint)),
-                        fmt::format("'{}' (ml_dtypes complex32)", descr));
     if (npy_itemsize(*hint) != static_cast<std::size_t>(itemsize))
       throw_input_error(path, "descr",
                         fmt::format("{} bytes per element for {}", npy_itemsize(*hint), dtype_name(*hint)),

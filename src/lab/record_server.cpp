@@ -263,11 +263,14 @@ std::int32_t id_of_token_string(const std::string& s, const std::string& where, 
 }
 
 // A response as JSON. An object that names a key twice is refused: the parser would keep one of the two
-// values without a word (a decode step's {"token_id:650": …, "token_id:650": …}).
+// values without a word (a decode step's {"token_id:650": …, "token_id:650": …}). So is nesting deeper than
+// the importers read (64): its values are dropped while parsing, never held or printed.
 json parse_json(const std::string& text, const std::string& where) {
   std::vector<std::unordered_set<std::string>> keys;  // per open object, its keys so far
   std::string duplicate;
-  auto check = [&](int, json::parse_event_t ev, json& parsed) {
+  bool too_deep = false;
+  auto check = [&](int depth, json::parse_event_t ev, json& parsed) {
+    if (depth > 64) return !(too_deep = true);
     if (ev == json::parse_event_t::object_start) keys.emplace_back();
     if (ev == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
     if (ev == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
@@ -282,6 +285,7 @@ json parse_json(const std::string& text, const std::string& where) {
     throw_input_error(where, "(response body)", "a complete JSON document",
                       fmt::format("{} ({} bytes)", e.what(), text.size()));
   }
+  if (too_deep) throw_input_error(where, "(response body)", "JSON nested at most 64 levels", "deeper");
   if (!duplicate.empty())
     throw_input_error(where, "(response body)", "each key once per JSON object",
                       fmt::format("\"{}\" twice", excerpt(duplicate)));

@@ -251,6 +251,13 @@ def test_impossible_rows_are_refused_at_the_response(tmp_path, kind, body, messa
     assert not (tmp_path / "c.st").exists()
 
 
+def test_a_response_nested_without_end_is_refused(tmp_path):
+    deep = '{"choices": ' + "[" * 100000 + "]" * 100000 + "}"
+    with ReplayServer(EX, fault=on("prefill", lambda text: deep)) as srv:
+        r = record(srv.url, tmp_path / "c.st", "--phase", "prefill", "--retries", "0")
+    refused(r, f"{srv.url} segment 0 (prefill)", "JSON nested at most 64 levels")
+
+
 def test_the_position_is_named(tmp_path):
     with ReplayServer(EX, fault=on("prefill", prefill_row(mass_of_nine, d=5))) as srv:
         r = record(srv.url, tmp_path / "c.st", "--phase", "prefill", "--retries", "0")
