@@ -1,6 +1,8 @@
 """kerncheck.compare: one tensor comparison through the C++ router and methods (docs/python.md)."""
 import json
 
+import numpy as np
+
 from . import _core
 from ._tensors import tensor_arg
 from .plugin import spec_toml
@@ -10,13 +12,18 @@ METHODS = tuple(m["name"] for m in _core.methods() if m["cli"])
 DEFAULT_METHOD = next(m["name"] for m in _core.methods() if m["default"])
 
 
+def _number(x):
+    return float(x) if isinstance(x, str) else x
+
+
 class Figure:
     """A number the verdict used, with its limit (`ok`: whether it meets it)."""
 
     __slots__ = ("name", "value", "limit", "relation", "ok")
 
     def __init__(self, d):
-        self.name, self.value, self.limit = d["name"], d["value"], d["limit"]
+        # The JSON report spells non-finite numbers "nan", "inf", "-inf" (JSON has none): floats here.
+        self.name, self.value, self.limit = d["name"], _number(d["value"]), _number(d["limit"])
         self.relation, self.ok = d["relation"], d["ok"]
 
     def __repr__(self):
@@ -69,8 +76,13 @@ class CompareResult:
         return self.text
 
 
+def _flat(arg):
+    """tensor_arg's tuple with the shape of a vector of its elements (compare(..., flat=True))."""
+    return (arg[0], arg[1], [int(np.prod(arg[2], dtype=np.int64))], *arg[3:])
+
+
 def compare(actual, golden, method=None, dtype=None, third=None, spec=None, op=None, *, rtol=None, atol=None,
-            name=None):
+            name=None, flat=False):
     """Compares `actual` (the kernel's output) with `golden` as `kerncheck compare` does.
 
     actual, golden, third: numpy arrays (ml_dtypes bfloat16/float8/float4/int4 too) or torch tensors,
@@ -83,12 +95,16 @@ def compare(actual, golden, method=None, dtype=None, third=None, spec=None, op=N
       op: the operator to look up (default: the TestSpec's __spec__).
     rtol, atol: both or neither (as torch.testing.assert_close); override the routed method's (mixed or
       close) tolerances.
+    flat: compare the elements in order when the shapes differ (equal counts), as the CLI's --flat;
+      without it a shape mismatch raises kerncheck.Error (a ValueError; the CLI's exit 3).
     """
     toml, label, spec_op = spec_toml(spec)
     op = op if op is not None else spec_op
     a = tensor_arg(actual, "actual")
     g = tensor_arg(golden, "golden")
     t = tensor_arg(third, "third") if third is not None else None
+    if flat:
+        a, g, t = _flat(a), _flat(g), _flat(t) if t is not None else None
     js, text, _ = _core.compare(a, g, t, method, dtype, toml, label, op, rtol, atol,
                                 name if name is not None else a[3])
     return CompareResult(json.loads(js)["cases"][0], text)

@@ -76,7 +76,7 @@ def _as_numpy(x, name):
 
 
 def _fmt(v):
-    return f"{v:.6g}"
+    return f"{float(v):.6g}"  # every figure, NaN and ±inf included ("nan", "inf")
 
 
 def _index(flat, shape):

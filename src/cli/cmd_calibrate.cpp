@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "judge/calibrate.h"
 #include "judge/judge.h"
+#include "core/text_safe.h"
 
 namespace {
 
@@ -47,33 +48,33 @@ int run(int argc, char** argv) {
         fmt::format("{}: good max {}, bad min {} (separation {}×), catches {}\n", s.key, g3(s.good_max),
                     g3(s.bad_min_caught), g3(s.separation), fmt::join(s.catches, ", "));
   kc::write_file_atomic(out, kc::thresholds_to_toml(res.thresholds, comment));
-  std::printf("calibrated %zu threshold(s) into %s\n", res.chosen.size(), out.c_str());
+  kc::printf_safe(stdout, "calibrated %zu threshold(s) into %s\n", res.chosen.size(), out.c_str());
   for (auto& s : res.chosen)
-    std::printf("  %-34s limit %-10s good max %-10s bad min %-10s separation %s×\n", s.key.c_str(),
+    kc::printf_safe(stdout, "  %-34s limit %-10s good max %-10s bad min %-10s separation %s×\n", s.key.c_str(),
                 g3(s.limit).c_str(), g3(s.good_max).c_str(), g3(s.bad_min_caught).c_str(),
                 g3(s.separation).c_str());
-  std::printf("per bad run (best separating statistic):\n");
+  kc::printf_safe(stdout, "per bad run (best separating statistic):\n");
   for (auto& [name, s] : res.best_per_bad)
-    std::printf("  %-40s %s\n", name.c_str(),
+    kc::printf_safe(stdout, "  %-40s %s\n", name.c_str(),
                 s.key.empty() ? "NOT SEPARABLE from the good runs"
                               : fmt::format("{} = {} vs good max {} ({}×)", s.key, g3(s.bad_min_caught),
                                             g3(s.good_max), g3(s.separation))
                                     .c_str());
-  std::printf("leave-one-out (each run judged by the limits fitted without it):\n");
+  kc::printf_safe(stdout, "leave-one-out (each run judged by the limits fitted without it):\n");
   int loo_bad = 0;
   for (auto& l : res.loo) {
     loo_bad += !l.ok;
-    std::printf("  %-40s %s %s\n", l.run.c_str(), l.good ? "good" : "bad ",
+    kc::printf_safe(stdout, "  %-40s %s %s\n", l.run.c_str(), l.good ? "good" : "bad ",
                 l.ok ? (l.good ? "passes" : fmt::format("fails ({})", l.detail).c_str())
                      : (l.good ? fmt::format("FAILS ({}): a false alarm", l.detail).c_str()
                                : "PASSES: missed without it"));
   }
-  std::printf("leave-one-out: %d of %zu runs judged right\n", static_cast<int>(res.loo.size()) - loo_bad,
+  kc::printf_safe(stdout, "leave-one-out: %d of %zu runs judged right\n", static_cast<int>(res.loo.size()) - loo_bad,
               res.loo.size());
   for (auto& k : res.rests_on_one)
-    std::printf("warning: the limit on %s rests on one bad run (only it exceeds the good maximum)\n", k.c_str());
+    kc::printf_safe(stdout, "warning: the limit on %s rests on one bad run (only it exceeds the good maximum)\n", k.c_str());
   if (!res.unseparated.empty()) {
-    std::fprintf(stderr, "kerncheck calibrate: %zu bad run(s) cannot be separated from the good runs: %s\n",
+    kc::printf_safe(stderr, "kerncheck calibrate: %zu bad run(s) cannot be separated from the good runs: %s\n",
                  res.unseparated.size(), fmt::format("{}", fmt::join(res.unseparated, ", ")).c_str());
     return kc::kExitFail;
   }

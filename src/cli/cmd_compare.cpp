@@ -18,13 +18,14 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "opmode/cases.h"
+#include "core/text_safe.h"
 
 namespace kc::cli {
 namespace {
 
 struct Options {
   std::string actual, golden, third, cases, compare, dtype, shape, spec, op, json, junit, save;
-  bool list_ops = false;
+  bool list_ops = false, flat = false;
 };
 
 // ---- rendering (compare/report.h, plus where each case came from) -------------------------------
@@ -97,6 +98,9 @@ int run_compare(int argc, char** argv) {
                              default_method().name));
   app.add_option("--dtype", o.dtype, "dtype of raw files and npy void types; output dtype for routing");
   app.add_option("--shape", o.shape, "shape of raw files, e.g. 64,128");
+  app.add_flag("--flat", o.flat,
+               "compare the elements in order when the shapes differ (equal counts); without it a shape "
+               "mismatch is refused (exit 3)");
   app.add_option("--spec", o.spec, "TOML spec: per operator and dtype, the standard and tolerance overrides");
   app.add_option("--op", o.op, "operator name to look up in --spec (file comparison)");
   app.add_option("--json", o.json, "write the results as JSON to FILE");
@@ -110,6 +114,7 @@ int run_compare(int argc, char** argv) {
     list_ops();
     return kExitPass;
   }
+  check_outputs_apart({o.actual, o.golden, o.third, o.cases, o.spec}, {o.json, o.junit});
   RunOptions opt;
   if (!o.compare.empty()) {
     auto m = parse_method(o.compare);
@@ -128,6 +133,7 @@ int run_compare(int argc, char** argv) {
     for (auto [flag, v] :
          {std::pair{"--third", &o.third}, {"--dtype", &o.dtype}, {"--shape", &o.shape}, {"--op", &o.op}})
       if (!v->empty()) fail("{}: expected none with -i (use the CSV column), got {}", flag, *v);
+    if (o.flat) fail("--flat: expected none with -i (use the CSV column flat), got it");
     cases = read_cases_csv(o.cases);
   } else {
     if (o.actual.empty() || o.golden.empty())
@@ -139,6 +145,7 @@ int run_compare(int argc, char** argv) {
     c.golden = o.golden;
     c.third = o.third;
     c.op = o.op;
+    c.flat = o.flat;
     if (!o.dtype.empty()) {
       auto d = parse_dtype(o.dtype);
       if (!d) throw_input_error("--dtype", "dtype", fmt::format("one of {}", dtype_names_list()), o.dtype);
@@ -152,7 +159,7 @@ int run_compare(int argc, char** argv) {
   std::size_t passed = 0, failed = 0;
   for (const Case& c : cases) {
     CaseOutcome out = run_case(c, opt);
-    std::fputs(case_text(out).c_str(), stdout);
+    print_safe(stdout, case_text(out));
     std::fputs("\n", stdout);
     std::fflush(stdout);
     (out.result.pass ? passed : failed)++;

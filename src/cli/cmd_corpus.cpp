@@ -19,6 +19,7 @@
 #include "io/safetensors.h"
 #include "lab/generate.h"
 #include "lab/record_model.h"
+#include "core/text_safe.h"
 
 namespace {
 
@@ -41,9 +42,10 @@ int run(int argc, char** argv) {
                     "quick (depths 256,512; decode-last 64), full (1k-8k; 512) or deep (8192 × 2; 32)")
       ->capture_default_str();
   build->add_option("--depths", depths, "comma-separated context depths (default: the preset's)");
-  build->add_option("--segments-per-depth", o.segments_per_depth,
+  std::int64_t segments_per_depth = 0, decode_last = 0;  // into o only when given (0 is a value)
+  build->add_option("--segments-per-depth", segments_per_depth,
                     "segments at each depth, alternating prose and code (default 4)");
-  build->add_option("--decode-last", o.decode_last,
+  build->add_option("--decode-last", decode_last,
                     "final positions of each segment scored in decode phase (default: the preset's)");
   build
       ->add_option("--prose", o.prose_files,
@@ -155,7 +157,7 @@ int run(int argc, char** argv) {
     kc::write_corpus(out, c);
     std::int64_t answer_tokens = 0;
     for (auto& s : c.segments) answer_tokens += s.decode_last;
-    std::printf(
+    kc::printf_safe(stdout, 
         "wrote answer corpus %s: %zu answers, %lld answer tokens (decode phase), %lld scored positions, "
         "tokenizer %s, checksum %s\n",
         out.c_str(), c.segments.size(), static_cast<long long>(answer_tokens),
@@ -183,6 +185,8 @@ int run(int argc, char** argv) {
         at = c + 1;
       }
     }
+    if (build->count("--segments-per-depth")) o.segments_per_depth = segments_per_depth;
+    if (build->count("--decode-last")) o.decode_last = decode_last;
     kc::resolve_corpus_options(o);
     kc::Tokenizer tok = kc::load_tokenizer(tokenizer);
     std::vector<kc::SourceDoc> docs = o.prose_files.empty() && o.code_files.empty()
@@ -190,7 +194,7 @@ int run(int argc, char** argv) {
                                           : kc::read_sources(o.prose_files, o.code_files);
     kc::Corpus c = kc::build_corpus(o, docs, tok, tokenizer);
     kc::write_corpus(out, c);
-    std::printf(
+    kc::printf_safe(stdout, 
         "wrote corpus %s: %zu segments, %lld scored positions, %zu tokens, tokenizer %s, checksum %s, sources "
         "%s\n",
         out.c_str(), c.segments.size(), static_cast<long long>(c.positions()), c.tokens.size(),
@@ -198,15 +202,15 @@ int run(int argc, char** argv) {
     return 0;
   }
   kc::Corpus c = kc::read_corpus(show_path);
-  std::printf("corpus %s\n  preset %s, seed %llu, vocab %lld\n  tokenizer %s (%s)\n  checksum %s\n",
+  kc::printf_safe(stdout, "corpus %s\n  preset %s, seed %llu, vocab %lld\n  tokenizer %s (%s)\n  checksum %s\n",
               show_path.c_str(), c.preset.c_str(), static_cast<unsigned long long>(c.seed),
               static_cast<long long>(c.vocab), c.tokenizer_id.c_str(), c.tokenizer_origin.c_str(),
               c.checksum.c_str());
-  if (!c.sources_id.empty()) std::printf("  sources %s\n", c.sources_id.c_str());
-  std::printf("  %zu segments, %lld scored positions\n", c.segments.size(),
+  if (!c.sources_id.empty()) kc::printf_safe(stdout, "  sources %s\n", c.sources_id.c_str());
+  kc::printf_safe(stdout, "  %zu segments, %lld scored positions\n", c.segments.size(),
               static_cast<long long>(c.positions()));
-  if (!c.generation.empty()) std::printf("  generation %s\n", c.generation.c_str());
-  std::printf("  %-20s %-6s %7s %7s  %s\n", "name", "domain", "depth", "decode",
+  if (!c.generation.empty()) kc::printf_safe(stdout, "  generation %s\n", c.generation.c_str());
+  kc::printf_safe(stdout, "  %-20s %-6s %7s %7s  %s\n", "name", "domain", "depth", "decode",
               "source @ byte offset: text");
   for (auto& s : c.segments) {
     std::string head = s.text.substr(0, 48);
@@ -214,7 +218,7 @@ int run(int argc, char** argv) {
       if (ch == '\n' || ch == '\t' || ch == '\r') ch = ' ';
     while (!head.empty() && (static_cast<unsigned char>(head.back()) & 0xC0) == 0x80) head.pop_back();
     if (!head.empty() && static_cast<unsigned char>(head.back()) >= 0xC0) head.pop_back();
-    std::printf("  %-20s %-6s %7lld %7lld  %s @ %lld: %s…\n", s.name.c_str(), s.domain.c_str(),
+    kc::printf_safe(stdout, "  %-20s %-6s %7lld %7lld  %s @ %lld: %s…\n", s.name.c_str(), s.domain.c_str(),
                 static_cast<long long>(s.depth), static_cast<long long>(s.decode_last), s.source.c_str(),
                 static_cast<long long>(s.byte_offset), head.c_str());
   }

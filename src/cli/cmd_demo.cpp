@@ -31,13 +31,16 @@ int run(int argc, char** argv) {
   app.add_option("--sweep-bits", o.sweep_bits, "widths to sweep (default: the preset's)");
   app.add_option("--depths", o.depths, "corpus: context depths (default: the preset's; corpus build --depths)")
       ->delimiter(',');
-  app.add_option("--segments-per-depth", o.segments_per_depth,
+  std::int64_t segments_per_depth = 0, decode_last = 0;  // into o only when given (0 is a value)
+  app.add_option("--segments-per-depth", segments_per_depth,
                  "corpus: segments per depth (default: the preset's; more segments power the floor test)");
-  app.add_option("--decode-last", o.decode_last,
+  app.add_option("--decode-last", decode_last,
                  "corpus: positions at the end of each segment decoded one token at a time (default: the "
                  "preset's)");
   kc::cli::add_judge_options(app, o.judge);
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  if (app.count("--segments-per-depth")) o.segments_per_depth = segments_per_depth;
+  if (app.count("--decode-last")) o.decode_last = decode_last;
   kc::check_judge_options(o.judge);
   // "tiny" (a few short segments, seconds) exists for the tests; it measures nothing.
   if (o.preset != "quick" && o.preset != "full" && o.preset != "deep" && o.preset != "tiny" &&

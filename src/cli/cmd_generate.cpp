@@ -19,6 +19,7 @@
 #include "lab/generate.h"
 #include "lab/record_model.h"
 #include "model/variant.h"
+#include "core/text_safe.h"
 
 namespace {
 
@@ -208,10 +209,10 @@ int run(int argc, char** argv) {
       }
       std::fputc('\n', stdout);
     } else {
-      for (std::size_t i = 0; i < g.tokens.size(); ++i) std::printf("%s%d", i ? "," : "", g.tokens[i]);
-      std::printf("\n");
+      for (std::size_t i = 0; i < g.tokens.size(); ++i) kc::printf_safe(stdout, "%s%d", i ? "," : "", g.tokens[i]);
+      kc::printf_safe(stdout, "\n");
     }
-    std::fprintf(stderr, "generated %zu tokens (%s), prompt %zu tokens, variant %s\n", g.tokens.size(),
+    kc::printf_safe(stderr, "generated %zu tokens (%s), prompt %zu tokens, variant %s\n", g.tokens.size(),
                  g.stop_reason.c_str(), prompt.size(), kc::to_string(v_ref).c_str());
     j["generation"] = generation_json(g, tok);
   } else {
@@ -225,17 +226,17 @@ int run(int argc, char** argv) {
     j["reference"] = generation_json(g, tok);
     j["against"] = generation_json(g2, tok);
     j["against"]["variant"] = kc::to_string(*v_other);
-    std::printf("reference %s vs %s, greedy, %zu / %zu tokens\n", kc::to_string(v_ref).c_str(),
+    kc::printf_safe(stdout, "reference %s vs %s, greedy, %zu / %zu tokens\n", kc::to_string(v_ref).c_str(),
                 kc::to_string(*v_other).c_str(), g.tokens.size(), g2.tokens.size());
     if (!d) {
-      std::printf("no divergence over %zu common tokens\n", std::min(g.tokens.size(), g2.tokens.size()));
+      kc::printf_safe(stdout, "no divergence over %zu common tokens\n", std::min(g.tokens.size(), g2.tokens.size()));
       j["divergence"] = nullptr;
     } else {
       const auto& s = g.steps[*d];
       // How near a tie: the share of the reference's steps with a smaller margin.
       std::size_t below =
           std::count_if(margins.begin(), margins.end(), [&](float x) { return x < s.margin; });
-      std::printf(
+      kc::printf_safe(stdout, 
           "first divergence at generated token %zu: reference %d, %s %d; reference top-1 − top-2 "
           "margin there %.6g (smaller at %zu of %zu steps; median margin %.4g)\n",
           *d, g.tokens[*d], kc::to_string(*v_other).c_str(), g2.tokens[*d], s.margin, below, margins.size(),
@@ -245,7 +246,7 @@ int run(int argc, char** argv) {
             return static_cast<double>(c[c.size() / 2]);
           }());
       if (tok)
-        std::printf("common prefix: %s\n",
+        kc::printf_safe(stdout, "common prefix: %s\n",
                     tok->decode(std::vector<std::int32_t>(g.tokens.begin(), g.tokens.begin() + *d)).c_str());
       j["divergence"] = {{"index", *d},
                          {"reference_token", g.tokens[*d]},

@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "golden/importers.h"
+#include "core/text_safe.h"
 
 namespace kc::cli {
 namespace {
@@ -24,23 +25,23 @@ std::string command_line(int argc, char** argv) {
 }
 
 void print_stats(const ImportStats& st, const std::string& out) {
-  std::printf(
+  kc::printf_safe(stdout, 
       "wrote %s: %lld positions, golden top-k ids covered %.2f%% (%lld of %lld), fully covered positions "
       "%.2f%%",
       out.c_str(), static_cast<long long>(st.positions), 100 * st.coverage(),
       static_cast<long long>(st.ids_covered), static_cast<long long>(st.ids),
       st.positions ? 100.0 * st.positions_fully_covered / st.positions : 100.0);
   if (st.min_reported >= 0)
-    std::printf(", fewest ids listed at a position %lld", static_cast<long long>(st.min_reported));
-  std::printf("\n");
+    kc::printf_safe(stdout, ", fewest ids listed at a position %lld", static_cast<long long>(st.min_reported));
+  kc::printf_safe(stdout, "\n");
   if (st.token_unknown)
-    std::printf("  %lld positions without the corpus token's log-prob\n",
+    kc::printf_safe(stdout, "  %lld positions without the corpus token's log-prob\n",
                 static_cast<long long>(st.token_unknown));
   if (st.non_finite)
-    std::printf("  %lld positions with a non-finite log-prob (flagged NaN)\n",
+    kc::printf_safe(stdout, "  %lld positions with a non-finite log-prob (flagged NaN)\n",
                 static_cast<long long>(st.non_finite));
   if (st.coverage() < 1)
-    std::printf(
+    kc::printf_safe(stdout, 
         "  partial coverage: kerncheck test reports KL as [lower, upper] bounds; ask the engine for more "
         "top log-probs (vLLM --max-logprobs, SGLang token_ids_logprob) to tighten them\n");
 }
@@ -81,7 +82,7 @@ int run_import(int argc, char** argv) {
     meta.identity.tokenizer = tokenizer;
     meta.made_by = made_by;
     write_golden(out, meta, buf.view());
-    std::printf(
+    kc::printf_safe(stdout, 
         "wrote %s: golden with %lld positions (%d chunks × %zu scored tokens, n_ctx %u), k = %d, vocab %d\n",
         out.c_str(), static_cast<long long>(meta.n), f.n_chunk(), f.scored_per_chunk(), f.n_ctx(), k,
         f.n_vocab());

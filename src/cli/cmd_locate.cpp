@@ -10,6 +10,7 @@
 #include "core/mapped_file.h"
 #include "golden/golden.h"
 #include "lab/locate.h"
+#include "core/text_safe.h"
 
 namespace {
 
@@ -90,7 +91,7 @@ int run(int argc, char** argv) {
       text += "\nnote: the model-level judge PASSes this candidate, but a site leaves the floor: the model absorbs "
               "an error its kernels do not normally make\n";
   }
-  std::fputs(text.c_str(), stdout);
+  kc::print_safe(stdout, text);
   if (!json_out.empty() && !html_out.empty()) {  // the page, as the JSON's folder sees it (for the judge's link)
     namespace fs = std::filesystem;
     const fs::path from = fs::absolute(json_out).lexically_normal().parent_path();

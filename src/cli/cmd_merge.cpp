@@ -6,6 +6,8 @@
 #include "cli/command.h"
 #include "cli/judge_flags.h"
 #include "core/error.h"
+#include "core/atomic_file.h"
+#include "core/text_safe.h"
 #include "judge/judge.h"
 #include "judge/options.h"
 #include "judge/pipeline.h"
@@ -30,6 +32,9 @@ int run(int argc, char** argv) {
   kc::cli::add_judge_options(app, opt);
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
   kc::check_judge_options(opt);
+  std::vector<std::string> inputs = shards;
+  inputs.push_back(thresholds_path);
+  kc::check_outputs_apart(inputs, {out.json, out.junit, out.html, out_partial});
   std::optional<kc::Thresholds> th;
   if (!thresholds_path.empty()) th = kc::read_thresholds(thresholds_path);
   std::vector<kc::Partial> parts;
@@ -39,7 +44,7 @@ int run(int argc, char** argv) {
   kc::Partial m = kc::merge_partials(parts, shards);  // one golden, one floor, no overlap
   if (!out_partial.empty()) {
     kc::write_partial(out_partial, m);
-    std::printf("wrote merged shard %s\n", out_partial.c_str());
+    kc::printf_safe(stdout, "wrote merged shard %s\n", out_partial.c_str());
     return 0;
   }
   if (m.cand.positions_judged() != m.golden.n) {
@@ -57,7 +62,7 @@ int run(int argc, char** argv) {
                             fmt::format("{}", m.noise[r].positions_judged()));
   const kc::JudgeReport report = kc::judge_runs(m, mismatches, th, opt);
   kc::write_reports(report, out);
-  std::fputs(kc::render_text(report).c_str(), stdout);
+  kc::print_safe(stdout, kc::render_text(report));
   return kc::verdict_exit_code(report.verdict);
 }
 

@@ -10,7 +10,9 @@
 
 #include "cli/command.h"
 #include "cli/judge_flags.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/text_safe.h"
 #include "golden/golden.h"
 #include "golden/record_logits.h"
 #include "lab/record_model.h"
@@ -109,9 +111,9 @@ int record_golden_from_logits(const RecordArgs& a, const std::string& cmdline) {
   m.made_by = {a.engine, a.variant, cmdline};
   m.segments = layout.segments;
   std::string sum = kc::write_golden(a.out, m, g.view());
-  std::printf("wrote golden %s: %lld positions, k = %d, vocab %lld, %.1f bytes/position, checksum %s\n",
-              a.out.c_str(), static_cast<long long>(L.n), a.k, static_cast<long long>(L.vocab),
-              4.0 * (2 * a.k + 5) + 2, sum.c_str());
+  kc::print_safe(stdout, fmt::format("wrote golden {}: {} positions, k = {}, vocab {}, {:.1f} bytes/position, "
+                                     "checksum {}\n",
+                                     a.out, L.n, a.k, L.vocab, 4.0 * (2 * a.k + 5) + 2, sum));
   return 0;
 }
 
@@ -126,8 +128,8 @@ int record_candidate_from_logits(const RecordArgs& a, const std::string& cmdline
   m.n = e - b;
   m.position_begin = b;
   std::string sum = kc::write_candidate(a.out, m, c.view());
-  std::printf("wrote candidate %s: positions [%lld, %lld) of %s, checksum %s\n", a.out.c_str(),
-              static_cast<long long>(b), static_cast<long long>(e), a.golden.c_str(), sum.c_str());
+  kc::print_safe(stdout, fmt::format("wrote candidate {}: positions [{}, {}) of {}, checksum {}\n", a.out, b, e,
+                                     a.golden, sum));
   return 0;
 }
 
@@ -209,12 +211,20 @@ int run(int argc, char** argv) {
                  "same command after a failure keeps the runs already written and resumes the next")
       ->capture_default_str();
   app.add_option("--concurrency", sv.concurrency, "--server: segments in flight")->capture_default_str();
-  app.add_option("--timeout", sv.timeout_s, "--server: seconds per request")->capture_default_str();
+  app.add_option("--timeout", sv.timeout_s,
+                 "--server: seconds per request, the whole exchange (a server that trickles its answer is cut off)")
+      ->capture_default_str();
+  app.add_option("--max-response-mb", sv.max_response_mb,
+                 "--server: largest response read, MiB (a larger one is refused, exit 3; raise it for long SGLang "
+                 "segments)")
+      ->capture_default_str();
   app.add_option("--retries", sv.retries,
                  "--server: retries per request after HTTP 5xx/429, network errors and timeouts (back-off "
                  "doubling from 1 s)")
       ->capture_default_str();
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  kc::check_outputs_apart({a.from_logits, a.tokens, a.segments, a.golden, a.model, a.corpus, a.tokenizer},
+                          {a.out, a.logits_out});
   const std::string cmdline = join_args(argc, argv);
   if (!sv.url.empty()) {
     if (!a.model.empty() || !a.from_logits.empty())
@@ -222,7 +232,7 @@ int run(int argc, char** argv) {
     return record_with_server(a, cmdline);
   }
   for (const char* f : {"--api", "--served-model", "--phase", "--top-logprobs", "--concurrency", "--timeout",
-                        "--retries", "--repeat"})
+                        "--retries", "--repeat", "--max-response-mb"})
     if (app.count(f)) kc::fail("{}: expected only with --server URL, got it without", f);
   if (!a.model.empty()) {
     if (!a.from_logits.empty()) kc::fail("--model: expected one source (--from-logits or --model), got both");

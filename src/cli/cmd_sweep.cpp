@@ -8,6 +8,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "lab/sweep.h"
+#include "core/text_safe.h"
 
 namespace {
 
@@ -51,7 +52,7 @@ int run(int argc, char** argv) {
   kc::SweepResult r = kc::run_sweep(o);
   if (!json_path.empty()) kc::write_file_atomic(json_path, kc::sweep_json(r).dump(2) + "\n");
   if (!html_path.empty()) kc::write_file_atomic(html_path, kc::render_sweep_html(r));
-  std::fputs(kc::render_sweep_text(r).c_str(), stdout);
+  kc::print_safe(stdout, kc::render_sweep_text(r));
   return 0;
 }
 

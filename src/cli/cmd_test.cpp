@@ -4,6 +4,8 @@
 #include "cli/command.h"
 #include "cli/judge_flags.h"
 #include "core/error.h"
+#include "core/atomic_file.h"
+#include "core/text_safe.h"
 #include "judge/judge.h"
 #include "judge/options.h"
 #include "judge/pipeline.h"
@@ -50,6 +52,9 @@ int run(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "print only the verdict line");
   if (int rc = kc::cli::parse_or_exit(app, argc, argv); rc >= 0) return rc;
   kc::check_judge_options(opt);
+  std::vector<std::string> inputs{q.golden, q.candidate, thresholds_path, locate_path, q.ref_logits};
+  inputs.insert(inputs.end(), q.noise.begin(), q.noise.end());
+  kc::check_outputs_apart(inputs, {out.json, out.junit, out.html, partial_path});
   if (!locate_path.empty() && out.html.empty())
     kc::fail("--locate: expected --html F (the page that links to the locate report), got none");
   // Everything small is read before the runs: a bad file exits 3 before the long part.
@@ -64,7 +69,7 @@ int run(int argc, char** argv) {
   kc::Partial runs = kc::gather_runs(q, mismatches);
   if (!partial_path.empty()) {
     kc::write_partial(partial_path, runs);
-    std::printf("wrote shard %s: positions [%lld, %lld)\n", partial_path.c_str(),
+    kc::printf_safe(stdout, "wrote shard %s: positions [%lld, %lld)\n", partial_path.c_str(),
                 static_cast<long long>(runs.cand.ranges.front().first),
                 static_cast<long long>(runs.cand.ranges.back().second));
     return 0;
@@ -73,7 +78,7 @@ int run(int argc, char** argv) {
   kc::write_reports(report, out);
   std::string text = kc::render_text(report);
   if (quiet) text = text.substr(0, text.find('\n') + 1);
-  std::fputs(text.c_str(), stdout);
+  kc::print_safe(stdout, text);
   return kc::verdict_exit_code(report.verdict);
 }
 

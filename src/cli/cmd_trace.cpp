@@ -6,6 +6,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "lab/trace.h"
+#include "core/text_safe.h"
 
 namespace {
 
@@ -66,7 +67,7 @@ int run(int argc, char** argv) {
     b = e + 1;
   }
   kc::TraceResult r = kc::run_trace(o);
-  std::fputs(kc::trace_text(r).c_str(), stdout);
+  kc::print_safe(stdout, kc::trace_text(r));
   if (!json_out.empty()) kc::write_file_atomic(json_out, kc::trace_json(r));
   return 0;
 }

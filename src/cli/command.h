@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/suggest.h"
+#include "core/text_safe.h"
 
 namespace kc::cli {
 
@@ -35,13 +36,17 @@ inline void suggest_flags(const CLI::App& app, int argc, char** argv) {
     a = a.substr(0, a.find('='));
     if (a.size() <= 2 || a.rfind("--", 0) != 0 || std::find(known.begin(), known.end(), a) != known.end()) continue;
     const std::string hint = did_you_mean(a, known);
-    if (!hint.empty()) std::fprintf(stderr, "%s: unknown flag %s%s\n", argv[0], a.c_str(), hint.c_str());
+    if (!hint.empty()) printf_safe(stderr, "%s: unknown flag %s%s\n", argv[0], a.c_str(), hint.c_str());
   }
 }
 
 // Runs a CLI11 app's parse inside a command: --help prints and exits 0, a parse error prints the
 // message and usage hint and yields exit 3. Returns -1 when parsing succeeded and the command should go on.
 inline int parse_or_exit(CLI::App& app, int argc, char** argv) {
+  // CLI11's messages quote the command line ("File does not exist: NAME"): printed terminal-safe.
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+    return terminal_safe(CLI::FailureMessage::simple(a, e), true);
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -8,6 +8,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/suggest.h"
+#include "core/text_safe.h"
 
 // kerncheck links the pthread build of OpenBLAS, which the engine runs single-threaded (engine_ops.cpp
 // init_blas: it parallelises over fixed tiles itself). The library's constructor starts a worker thread that
@@ -71,7 +72,7 @@ int main(int argc, char** argv) {
     try {
       return c.run(argc - 1, argv + 1);
     } catch (const kc::Error& e) {
-      std::fprintf(stderr, "kerncheck %s: error: %s\n", c.name.c_str(), e.what());
+      kc::printf_safe(stderr, "kerncheck %s: error: %s\n", c.name.c_str(), e.what());
       return kc::kExitBadInput;
     } catch (const std::bad_alloc&) {
       std::fprintf(stderr, "kerncheck %s: error: out of memory\n", c.name.c_str());
@@ -80,7 +81,7 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> names;
   for (auto& c : kc::cli::commands()) names.push_back(c.name);
-  std::fprintf(stderr, "kerncheck: error: unknown command '%s'%s (see kerncheck --help)\n", argv[1],
+  kc::printf_safe(stderr, "kerncheck: error: unknown command '%s'%s (see kerncheck --help)\n", argv[1],
                kc::did_you_mean(argv[1], names).c_str());
   return kc::kExitBadInput;
 }

@@ -234,6 +234,13 @@ CompareResult compare(const CompareInputs& in, const Route& route) {
   const Tensor& a = *in.actual;
   const Tensor& g = *in.golden;
   const std::size_t n = g.numel();
+  // A (3, 4) and a (4, 3) array hold the same count in another layout: equal only when asked to be flat.
+  for (const Tensor* t : {&a, in.third})
+    if (t && !in.flat && t->shape != g.shape)
+      throw_input_error(t->origin, "shape",
+                        fmt::format("{} like the golden {} (--flat compares the elements in order)", g.shape_str(),
+                                    g.origin),
+                        t->shape_str());
   if (a.numel() != n)
     throw_input_error(a.origin, "element count",
                       fmt::format("{} (golden {} has shape {})", n, g.origin, g.shape_str()),

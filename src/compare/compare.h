@@ -106,10 +106,12 @@ struct CompareInputs {
   const Tensor* actual = nullptr;
   const Tensor* golden = nullptr;
   const Tensor* third = nullptr;  // cross_check only
+  bool flat = false;  // compare the elements in order whatever the shapes (equal counts): `--flat`
 };
 
-// Runs route.method on the tensors. Shapes must have equal element counts (else kc::Error); dtype of
-// actual vs golden must match for float methods (binary allows integer↔integer, refuses float↔integer).
+// Runs route.method on the tensors. Shapes must be equal (else kc::Error naming both), or with flat only
+// their element counts; dtype of actual vs golden must match for float methods (binary allows
+// integer↔integer, refuses float↔integer).
 CompareResult compare(const CompareInputs& in, const Route& route);
 
 // torch.testing.assert_close's mismatch figures (compare/extremes.cpp): elements not within

@@ -24,15 +24,19 @@ bool under(const std::string& path, const char* dir) {
   return path.compare(0, std::strlen(dir), dir) == 0;
 }
 
+[[noreturn]] void refuse_input_as_output(const std::string& path, const std::string& input) {
+  fail("{}: output: expected a path that is not one of the inputs, got the same file as the input {} "
+       "(refusing to overwrite it)",
+       path, input);
+}
+
 // true: the target exists and is a special file that we may write in place.
 bool check_target(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return false;  // absent (or a dangling link: rename replaces it)
   if (auto in = input_with_inode(st.st_dev, st.st_ino,
                                  static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec))
-    fail("{}: output: expected a path that is not one of the inputs, got the same file as the input {} "
-         "(refusing to overwrite it)",
-         path, *in);
+    refuse_input_as_output(path, *in);
   // /dev/stdout and /proc/self/fd/N resolve to whatever the descriptor is (a file, a pipe): never
   // replace them by a rename.
   if (S_ISREG(st.st_mode) && !under(path, "/dev/") && !under(path, "/proc/")) return false;
@@ -78,6 +82,18 @@ void remove_stale_temporaries(const std::string& path) {
 void set_special_outputs_allowed(bool allowed) { g_special = allowed; }
 
 void check_output_path(const std::string& path) { (void)check_target(path); }
+
+void check_outputs_apart(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs) {
+  for (const std::string& out : outputs) {
+    struct stat so {};
+    if (out.empty() || ::stat(out.c_str(), &so) != 0) continue;  // a new file cannot be an input
+    for (const std::string& in : inputs) {
+      struct stat si {};
+      if (!in.empty() && ::stat(in.c_str(), &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+        refuse_input_as_output(out, in);
+    }
+  }
+}
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   // Through a symlink: replace its target (in the target's folder), not the link.

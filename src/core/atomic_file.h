@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kc {
 
@@ -43,5 +44,11 @@ void write_file_atomic(const std::string& path, std::string_view text);
 // Throws unless `path` may be written (not an input, a regular file or absent, or special outputs
 // allowed): for writers that check before a long computation.
 void check_output_path(const std::string& path);
+
+// A command's promise, checked before it reads or computes anything: none of `outputs` is the same file
+// (device and inode, so also through a hard link or symlink) as any of `inputs`, whether or not the command
+// will read that input on this path through it (`test --thresholds T --partial T` reads no thresholds, and
+// must not replace them either). Empty paths are skipped. Throws kc::Error naming both.
+void check_outputs_apart(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs);
 
 }  // namespace kc

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/text_safe.h"
+
 namespace kc {
 
 void throw_input_error(std::string_view file, std::string_view field, std::string_view expected,
@@ -15,7 +17,7 @@ void throw_input_error(std::string_view file, std::string_view field, std::strin
 }
 
 void assert_fail(const char* expr, const char* file, int line, const std::string& msg) {
-  std::fprintf(stderr, "kerncheck internal error at %s:%d: %s (%s)\n", file, line, msg.c_str(), expr);
+  printf_safe(stderr, "kerncheck internal error at %s:%d: %s (%s)\n", file, line, msg.c_str(), expr);
   std::abort();
 }
 

@@ -61,6 +61,12 @@ int open_input(const std::string& path, std::uint64_t* size) {
   int fl = ::fcntl(fd, F_GETFL);
   if (fl >= 0) (void)::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
   if (size) *size = static_cast<std::uint64_t>(st.st_size);
+  // Every input, mapped or read as text (a thresholds TOML, a spec, a segments list), is remembered here:
+  // the one place an output is checked against (core/atomic_file.h).
+  if (g_guard) {
+    std::lock_guard<std::mutex> lock(g_inputs_mu);
+    inputs()[{st.st_dev, st.st_ino}] = Input{path, ctime_ns(st)};
+  }
   return fd;
 }
 
@@ -93,11 +99,6 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
       throw_input_error(path, "map", fmt::format("{} bytes mapped into memory", m->size_), std::strerror(errno));
     }
     m->data_ = static_cast<const std::uint8_t*>(p);
-  }
-  struct stat st {};
-  if (g_guard && ::fstat(fd, &st) == 0) {
-    std::lock_guard<std::mutex> lock(g_inputs_mu);
-    inputs()[{st.st_dev, st.st_ino}] = Input{path, ctime_ns(st)};
   }
   ::close(fd);
   return m;

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdarg>
 #include <cstdint>
+#include <cstdio>
 
 namespace kc {
 namespace {
@@ -83,6 +85,23 @@ std::string terminal_safe(std::string_view in, bool keep_lines) {
     }
   }
   return out;
+}
+
+void print_safe(std::FILE* stream, std::string_view text) {
+  const std::string safe = terminal_safe(text, true);
+  std::fwrite(safe.data(), 1, safe.size(), stream);
+}
+
+void printf_safe(std::FILE* stream, const char* format, ...) {
+  std::va_list args, again;
+  va_start(args, format);
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  std::string text(n > 0 ? static_cast<std::size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(text.data(), text.size() + 1, format, again);
+  va_end(again);
+  print_safe(stream, text);
 }
 
 }  // namespace kc

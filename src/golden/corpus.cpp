@@ -43,17 +43,17 @@ void resolve_corpus_options(CorpusOptions& o) {
     if (o.preset == s.name) shape = &s;
   if (!shape) fail("--preset: expected quick, full or deep, got \"{}\"", o.preset);
   if (o.depths.empty()) o.depths = shape->depths;
-  if (o.segments_per_depth == 0) o.segments_per_depth = shape->segments;
-  if (o.decode_last == 0) o.decode_last = shape->decode_last;
+  if (!o.segments_per_depth) o.segments_per_depth = shape->segments;
+  if (!o.decode_last) o.decode_last = shape->decode_last;
   for (auto d : o.depths)
     if (d < 2 || d > (1 << 20)) fail("--depths: expected depths in [2, 2^20], got {}", d);
-  if (o.segments_per_depth < 1 || o.segments_per_depth > 4096)
-    fail("--segments-per-depth: expected 1 … 4096, got {}", o.segments_per_depth);
-  if (o.decode_last < 0) fail("--decode-last: expected ≥ 0, got {}", o.decode_last);
+  if (*o.segments_per_depth < 1 || *o.segments_per_depth > 4096)
+    fail("--segments-per-depth: expected 1 … 4096, got {}", *o.segments_per_depth);
+  if (*o.decode_last < 0) fail("--decode-last: expected ≥ 0, got {}", *o.decode_last);
   for (auto d : o.depths)
-    if (o.decode_last > d - 1)
+    if (*o.decode_last > d - 1)
       fail("--decode-last: expected at most depth − 1 = {} (one prefill position at least), got {}", d - 1,
-           o.decode_last);
+           *o.decode_last);
 }
 
 Tokenizer load_tokenizer(const std::string& path) {
@@ -303,7 +303,7 @@ Corpus build_corpus(const CorpusOptions& o, const std::vector<SourceDoc>& docs, 
     throw_input_error("corpus sources", "documents", "at least one prose or code document to cut the corpus from",
                       "none");
   for (auto depth : o.depths) {
-    for (std::int64_t j = 0; j < o.segments_per_depth; ++j) {
+    for (std::int64_t j = 0; j < o.segments_per_depth.value_or(0); ++j) {
       const std::string& dom = domains[j % domains.size()];
       std::vector<const SourceDoc*> pool;
       for (auto& d : docs)
@@ -338,7 +338,7 @@ Corpus build_corpus(const CorpusOptions& o, const std::vector<SourceDoc>& docs, 
       s.name = fmt::format("{}-d{}-{}", dom, depth, j);
       s.domain = dom;
       s.depth = depth;
-      s.decode_last = o.decode_last;
+      s.decode_last = o.decode_last.value_or(0);
       s.token_begin = static_cast<std::int64_t>(c.tokens.size());
       c.tokens.insert(c.tokens.end(), ids.begin(), ids.end());
       c.segments.push_back(std::move(s));

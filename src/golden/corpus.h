@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -58,7 +59,9 @@ struct SourceDoc {
 struct CorpusOptions {
   std::string preset = "quick";  // quick | full | custom (set when depths etc. are overridden)
   std::vector<std::int64_t> depths;
-  std::int64_t segments_per_depth = 0, decode_last = 0;  // 0: the preset's
+  // Not set: the preset's. A value set is used as given (decode_last 0: every position from the prefill)
+  // or refused, never replaced by the preset's.
+  std::optional<std::int64_t> segments_per_depth, decode_last;
   std::vector<std::string> prose_files, code_files;      // empty both: the default Debian/system sources
   std::uint64_t seed = 20251130;
 };

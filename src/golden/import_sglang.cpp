@@ -14,7 +14,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -66,8 +66,14 @@ void read_list_element(const std::string& file, const std::string& path, bool to
   } else {
     if (!el.is_array())
       import_detail::throw_json_type(file, path, "a list of [logprob, token_id, text] or null", el);
-    for (std::size_t j = 0; j < el.size(); ++j)
-      list.entries.push_back(read_triple(file, import_detail::path_index(path, j), el[j], false));
+    for (std::size_t j = 0; j < el.size(); ++j) {
+      const Entry e = read_triple(file, import_detail::path_index(path, j), el[j], false);
+      for (auto i = list.begin.back(); i < list.entries.size(); ++i)  // a list names each id once
+        if (list.entries[i].id == e.id)
+          throw_input_error(file, import_detail::path_index(path, j) + "[1]",
+                            fmt::format("token id {} listed once in the list", e.id), "listed twice");
+      list.entries.push_back(e);
+    }
     list.present.push_back(el.empty() ? 0 : 1);
   }
   list.begin.push_back(list.entries.size());
@@ -147,8 +153,18 @@ EngineDump parse_sglang_logprobs(std::span<const std::uint8_t> bytes, const std:
       seq.first_token = prompt_tokens - static_cast<std::int64_t>(n);
     }
     std::vector<std::pair<std::int32_t, float>> entries;
-    std::unordered_set<std::int32_t> seen;
+    std::unordered_map<std::int32_t, float> seen;
     float inf = std::numeric_limits<float>::infinity();
+    // An id in several lists of one row (the token, the top-K', the ids asked for) is listed once; the
+    // lists must agree on its log-prob (they are read off one distribution).
+    auto first = [&](std::size_t i, std::int32_t id, float lp, const char* key) {
+      auto [it, fresh] = seen.emplace(id, lp);
+      if (!fresh && !(it->second == lp || (std::isnan(it->second) && std::isnan(lp))))
+        throw_input_error(path, import_detail::path_index(import_detail::path_key(mp, key), i),
+                          fmt::format("one log-prob for token id {} in all lists of the row", id),
+                          fmt::format("{} and {}", it->second, lp));
+      return fresh;
+    };
     for (std::size_t i = 0; i < n; ++i) {
       entries.clear();
       seen.clear();
@@ -161,15 +177,15 @@ EngineDump parse_sglang_logprobs(std::span<const std::uint8_t> bytes, const std:
         bound = inf;
         for (auto j = top->begin[i]; j < top->begin[i + 1]; ++j) {
           const Entry& e = top->entries[j];
-          if (seen.insert(e.id).second) entries.push_back({e.id, e.lp});
+          if (first(i, e.id, e.lp, kTopKey)) entries.push_back({e.id, e.lp});
           if (!std::isnan(e.lp)) bound = std::min(bound, e.lp);
         }
         if (bound == inf) bound = 0.0f;
       }
-      if (token_lp && seen.insert(t.id).second) entries.push_back({t.id, t.lp});
+      if (token_lp && first(i, t.id, t.lp, kTokenKey)) entries.push_back({t.id, t.lp});
       if (has_req)
         for (auto j = req->begin[i]; j < req->begin[i + 1]; ++j)
-          if (seen.insert(req->entries[j].id).second)
+          if (first(i, req->entries[j].id, req->entries[j].lp, kIdsKey))
             entries.push_back({req->entries[j].id, req->entries[j].lp});
       seq.push_row(t.id, token_lp || has_top || has_req, entries, bound);
     }

@@ -55,6 +55,11 @@ void read_row(const std::string& file, const std::string& path, json& el, RawRow
       rank = import_detail::json_token_id(*r, file, p + ".rank");
       if (rank < 1) throw_input_error(file, p + ".rank", "a rank ≥ 1", std::to_string(rank));
     }
+    // One entry per id ("650" and "0650" name the same token): a row that lists an id twice is not a
+    // distribution's, whichever value would be kept.
+    for (auto j = rows.begin.back(); j < rows.ids.size(); ++j)
+      if (rows.ids[j] == id)
+        throw_input_error(file, p, fmt::format("token id {} listed once in the row", id), "listed twice");
     rows.ids.push_back(id);
     rows.ranks.push_back(rank);
     rows.lps.push_back(lp);

@@ -293,6 +293,14 @@ DType resolve_descr(const std::string& descr, std::optional<DType> hint, const s
     if (kind == 'W' && *hint != DType::complex32)
       throw_input_error(path, "descr", fmt::format("a type matching the dtype given ({})", dtype_name(*hint)),
                         fmt::format("'{}' (ml_dtypes complex32)", descr));
+    // numpy writes its own types with their names ('<f2' for float16): a void type never holds one.
+    for (const auto& n : kNative)
+      if (n.dtype == *hint)
+        throw_input_error(path, "descr",
+                          fmt::format("'{}' for {} (numpy writes it with its name; a void type is how ml_dtypes "
+                                      "types such as bfloat16 are written)",
+                                      n.descr, dtype_name(*hint)),
+                          fmt::format("'{}'", descr));
     if (npy_itemsize(*hint) != static_cast<std::size_t>(itemsize))
       throw_input_error(path, "descr",
                         fmt::format("{} bytes per element for {}", npy_itemsize(*hint), dtype_name(*hint)),

@@ -18,6 +18,7 @@
 #include "lab/demo_steps.h"
 #include "lab/record_model.h"
 #include "lab/sweep.h"
+#include "core/text_safe.h"
 
 namespace kc {
 
@@ -120,8 +121,10 @@ int run_demo(const DemoOptions& o) {
   CorpusOptions co;
   co.preset = P.corpus_preset;
   co.depths = o.depths.empty() ? P.depths : o.depths;
-  co.segments_per_depth = o.segments_per_depth ? o.segments_per_depth : P.segments_per_depth;
-  co.decode_last = o.decode_last ? o.decode_last : P.decode_last;
+  if (P.segments_per_depth) co.segments_per_depth = P.segments_per_depth;  // 0: the corpus preset's
+  if (P.decode_last) co.decode_last = P.decode_last;
+  if (o.segments_per_depth) co.segments_per_depth = *o.segments_per_depth;  // given on the command line
+  if (o.decode_last) co.decode_last = *o.decode_last;
   Corpus corpus = demo::demo_corpus(steps, out, co, o, model);
   std::map<std::string, double> record_seconds;
   const std::string golden_path = demo::demo_golden(steps, out, corpus, model, record_seconds);
@@ -191,7 +194,7 @@ int run_demo(const DemoOptions& o) {
   for (const auto& n : noise_names) so.noise.push_back(path_of[n]);
   so.out_dir = (out / "sweep").string();
   so.judge = o.judge;
-  so.log = [](const std::string& s) { std::printf("     %s\n", s.c_str()), std::fflush(stdout); };
+  so.log = [](const std::string& s) { printf_safe(stdout, "     %s\n", s.c_str()), std::fflush(stdout); };
   SweepResult sweep = run_sweep(so);
   write_file_atomic((out / "sweep.json").string(), sweep_json(sweep).dump(2) + "\n");
   write_file_atomic((out / "sweep.html").string(), render_sweep_html(sweep));
@@ -280,22 +283,22 @@ int run_demo(const DemoOptions& o) {
   }
   table += fmt::format("({})\n", demo::kVerdictColumns);
   const double ppl_ref = judged.front().floor_report.cand.overall.ppl_ref;
-  std::printf(
+  printf_safe(stdout, 
       "\nSummary (KL = median per position over the top-20 + other; flips m<=1 = flip rate at reference "
       "margin in (0, 1], floor in brackets; reference f32 PPL %s):\n%s",
       g5(ppl_ref).c_str(), table.c_str());
   for (const auto& j : judged) {
     if (j.floor_report.verdict == Verdict::fail)
-      std::printf("  %s fails against the floor: %s\n", j.run->name.c_str(), j.floor_report.headline.c_str());
+      printf_safe(stdout, "  %s fails against the floor: %s\n", j.run->name.c_str(), j.floor_report.headline.c_str());
     // One column fails and the other does not: say what the other one read.
     if ((j.th_report.verdict == Verdict::fail) != (j.floor_report.verdict == Verdict::fail))
-      std::printf("  %s is %s vs thresholds: %s\n", j.run->name.c_str(), verdict_name(j.th_report.verdict),
+      printf_safe(stdout, "  %s is %s vs thresholds: %s\n", j.run->name.c_str(), verdict_name(j.th_report.verdict),
                   j.th_report.headline.c_str());
   }
-  std::printf("\n%s", render_sweep_text(sweep).c_str());
-  std::printf("\nExpectations (seed 000):\n");
+  printf_safe(stdout, "\n%s", render_sweep_text(sweep).c_str());
+  printf_safe(stdout, "\nExpectations (seed 000):\n");
   for (const auto& e : ex)
-    std::printf("  [%s] %s — %s\n", e.held ? "held" : "NOT held", e.text.c_str(), e.detail.c_str());
+    printf_safe(stdout, "  [%s] %s — %s\n", e.held ? "held" : "NOT held", e.text.c_str(), e.detail.c_str());
 
   // Index page and summary JSON.
   json sj = demo::demo_json_head("kerncheck.demo-summary", o, model, golden_path, golden, corpus);
@@ -393,10 +396,10 @@ int run_demo(const DemoOptions& o) {
   h += "<div>" + sweep_plot_svg(sweep) + sweep_flip_plot_svg(sweep) + "</div>\n</body></html>\n";
   write_file_atomic((out / "index.html").string(), h);
 
-  std::printf(
+  printf_safe(stdout, 
       "\nReport: %s/index.html (per-run reports in %s/reports/, sweep in %s/sweep.html); %.1f s in all\n",
       o.out_dir.c_str(), o.out_dir.c_str(), o.out_dir.c_str(), steps.total());
-  std::printf("demo: %s\n", all_held ? "every expectation held" : "some expectations did NOT hold (exit 1)");
+  printf_safe(stdout, "demo: %s\n", all_held ? "every expectation held" : "some expectations did NOT hold (exit 1)");
   return all_held ? 0 : kExitFail;
 }
 

@@ -5,6 +5,7 @@
 // pair and bf16 P; bad: fp8 direct), sweeps one tensor, and writes one HTML report plus a summary table.
 // Rerunnable: every finished file in the output folder whose metadata matches is reused.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,7 @@ struct DemoOptions {
   std::string sweep_tensor, sweep_bits;              // "" = the preset's
   // The corpus shape (corpus build's flags; empty / 0 = the preset's).
   std::vector<std::int64_t> depths;
-  std::int64_t segments_per_depth = 0, decode_last = 0;
+  std::optional<std::int64_t> segments_per_depth, decode_last;
   JudgeOptions judge;
 };
 

@@ -14,6 +14,7 @@
 #include "judge/svg_plot.h"
 #include "lab/demo_steps.h"
 #include "metrics/stats.h"
+#include "core/text_safe.h"
 
 namespace kc::demo {
 
@@ -137,10 +138,10 @@ int run_deep_demo(const DemoOptions& o) {
       table += fmt::format("{:<11} {:>6} {:>7} {:>10} {:>10} {:>8.2f} {:>24} {:<6}\n", r.name, c.bucket.name,
                            c.n, g3(c.kl_median), g3(c.floor_median), c.median_ratio, interval(c),
                            c.above ? "ABOVE" : "within");
-  std::printf("\nKL by depth (median ratio = KL median / the floor runs' mean median; mean ratio with the "
+  printf_safe(stdout, "\nKL by depth (median ratio = KL median / the floor runs' mean median; mean ratio with the "
               "floor test's 95 %% interval):\n%s", table.c_str());
   for (const auto& j : judged)
-    std::printf("  %-11s %s%s\n", j.run->name.c_str(), verdict_name(j.floor_report.verdict),
+    printf_safe(stdout, "  %-11s %s%s\n", j.run->name.c_str(), verdict_name(j.floor_report.verdict),
                 j.floor_report.inconclusive_reasons.empty() ? ""
                                                             : (" (" + j.floor_report.inconclusive_reasons.front() + ")").c_str());
 
@@ -148,7 +149,7 @@ int run_deep_demo(const DemoOptions& o) {
   const bool fp8_grows = grows_with_depth(cells["p-fp8"]);
   const bool x448_grows = grows_with_depth(cells["p-fp8x448"]);
   const bool claim = fp8_grows && !x448_grows;
-  std::printf("\nSeed 000: \"fp8 direct gets worse with depth while fp8x448 stays near bf16\": %s (fp8 direct %s "
+  printf_safe(stdout, "\nSeed 000: \"fp8 direct gets worse with depth while fp8x448 stays near bf16\": %s (fp8 direct %s "
               "with depth, fp8x448 %s)\n",
               claim ? "held" : "did NOT hold", fp8_grows ? "grows" : "does not grow",
               x448_grows ? "grows" : "does not grow");
@@ -160,7 +161,7 @@ int run_deep_demo(const DemoOptions& o) {
   Verdict fp8 = Verdict::inconclusive;
   for (const auto& j : judged)
     if (j.run->name == "p-fp8") fp8 = j.floor_report.verdict;
-  std::printf("Expectations:\n  [%s] no floor run fails, each judged against the others\n  [%s] fp8 direct P "
+  printf_safe(stdout, "Expectations:\n  [%s] no floor run fails, each judged against the others\n  [%s] fp8 direct P "
               "fails against the floor (%s)\n",
               floor_ok ? "held" : "NOT held", fp8 == Verdict::fail ? "held" : "NOT held", verdict_name(fp8));
 
@@ -233,7 +234,7 @@ int run_deep_demo(const DemoOptions& o) {
           interval(c), c.above ? "FAIL" : "PASS", c.above ? "above" : "within");
   h += "</table>\n</body></html>\n";
   write_file_atomic((out / "index.html").string(), h);
-  std::printf("\nReport: %s/index.html, table in %s/depth.json; %.1f s in all\n", o.out_dir.c_str(),
+  printf_safe(stdout, "\nReport: %s/index.html, table in %s/depth.json; %.1f s in all\n", o.out_dir.c_str(),
               o.out_dir.c_str(), steps.total());
   return floor_ok && fp8 == Verdict::fail ? 0 : kExitFail;
 }

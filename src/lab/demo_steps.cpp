@@ -8,6 +8,7 @@
 #include "judge/words.h"
 #include "lab/record_model.h"
 #include "lab/sweep.h"
+#include "core/text_safe.h"
 
 namespace kc::demo {
 
@@ -16,13 +17,13 @@ namespace fs = std::filesystem;
 void Steps::begin(const std::string& what) {
   ++n_;
   ts_ = Clock::now();
-  std::printf("[%2d] %s …\n", n_, what.c_str());
+  printf_safe(stdout, "[%2d] %s …\n", n_, what.c_str());
   std::fflush(stdout);
 }
 
 double Steps::end(const std::string& result) {
   double s = secs(ts_), tot = secs(t0_);
-  std::printf("     %s (%.1f s; %.1f s so far)\n", result.c_str(), s, tot);
+  printf_safe(stdout, "     %s (%.1f s; %.1f s so far)\n", result.c_str(), s, tot);
   std::fflush(stdout);
   return s;
 }
@@ -39,7 +40,7 @@ std::string demo_begin(const DemoOptions& o) {
   fs::create_directories(out / "runs", ec);
   fs::create_directories(out / "reports", ec);
   if (ec) throw_input_error(o.out_dir, "--out-dir", "a folder that can be created", ec.message());
-  std::printf("kerncheck demo, preset %s, model %s, output in %s/\n", o.preset.c_str(), model.c_str(),
+  printf_safe(stdout, "kerncheck demo, preset %s, model %s, output in %s/\n", o.preset.c_str(), model.c_str(),
               o.out_dir.c_str());
   return model;
 }

@@ -100,20 +100,35 @@ void replay(const CausalLM& m, const SegmentReplay& j, const std::vector<char>& 
   }
 }
 
-// ‖a − b‖ / ‖b‖ over all heads of one position (Σ d² / Σ b²).
-double heads_error(const Capture::Heads& a, const Capture::Heads& b, const std::string& where) {
+// ‖a − b‖ / ‖b‖ over all heads of one position (Σ d² / Σ b²); none when the run's rows are not the
+// reference's layout (other heads, another row length: a tensor the run reports in pieces).
+std::optional<double> heads_error(const Capture::Heads& a, const Capture::Heads& b) {
   double d2 = 0, b2 = 0;
-  if (a.size() != b.size()) fail("locate: {}: expected {} heads as the reference, got {}", where, b.size(), a.size());
+  if (a.size() != b.size()) return std::nullopt;
   for (const auto& [h, rb] : b) {
     auto it = a.find(h);
-    if (it == a.end() || it->second.size() != rb.size())
-      fail("locate: {}: head {}: expected {} values as the reference", where, h, rb.size());
+    if (it == a.end() || it->second.size() != rb.size()) return std::nullopt;
     double bb = 0;
     for (float x : rb) bb += static_cast<double>(x) * x;
     const double e = relative_l2_error(it->second, rb);
     d2 += std::isinf(e) ? INFINITY : e * e * bb, b2 += bb;
   }
   return b2 == 0 ? (d2 == 0 ? 0.0 : INFINITY) : std::sqrt(d2 / b2);
+}
+
+// "layers 0–29, prefill and decode": a note's list of (layer, phase) sites.
+std::string sites_text(const std::set<std::pair<int, int>>& sites) {
+  std::set<int> layers;
+  bool phase[2] = {false, false};
+  for (const auto& [layer, p] : sites) layers.insert(layer), phase[p ? 1 : 0] = true;
+  std::string list;
+  for (auto it = layers.begin(); it != layers.end();) {
+    int a = *it, b = a;
+    while (++it != layers.end() && *it == b + 1) ++b;
+    list += (list.empty() ? "" : ", ") + (a == b ? std::to_string(a) : fmt::format("{}–{}", a, b));
+  }
+  return fmt::format("{} {}, {}", layers.size() == 1 ? "layer" : "layers", list,
+                     phase[0] && phase[1] ? "prefill and decode" : phase_label(phase[0] ? 0 : 1));
 }
 
 std::vector<double> flat(const Capture::Heads& h) {
@@ -362,6 +377,10 @@ LocateResult run_locate(const LocateOptions& o) {
     verdicts[s].method = method_name(methods[s]);
   }
 
+  // compared[s][r]: run r's rows at site s have the reference's layout (else left out there, with a note).
+  std::vector<std::vector<char>> compared(sites.size(), std::vector<char>(noise.size() + 1, 1));
+  std::map<std::tuple<std::string, std::string, std::string>, std::set<std::pair<int, int>>> left_out;
+  std::map<std::string, std::set<std::pair<int, int>>> untested;  // by tensor: (layer, phase)
   std::unique_ptr<CausalLM> bf16_model;
   std::vector<const Variant*> runs;
   for (const auto& v : noise) runs.push_back(&v);
@@ -382,18 +401,29 @@ LocateResult run_locate(const LocateOptions& o) {
     for (std::size_t s = 0; s < sites.size(); ++s) {
       std::vector<double> a, b;
       for (const auto& key : site_keys[sites[s]]) {
-        const auto where = fmt::format("{} {}@{} at position {}", to_string(v), std::get<1>(key), std::get<0>(key),
-                                       std::get<2>(key));
         auto it = cap.rows().find(key);
-        if (it == cap.rows().end()) fail("locate: {}: expected the tensor the reference reported, got none", where);
         const auto& rh = ref.rows().at(key);
-        samples[s].runs[r].push_back(heads_error(it->second, rh, where));
+        const std::optional<double> e = it == cap.rows().end() ? std::nullopt : heads_error(it->second, rh);
+        if (!e) {  // not held whole by this run (flash attention's P): no figure, not a failed replay
+          left_out[{std::get<1>(sites[s]), to_string(v),
+                    it == cap.rows().end() ? "does not report it"
+                                           : "reports it in pieces of another layout than the reference's"}]
+              .insert({std::get<0>(sites[s]), std::get<2>(sites[s])});
+          compared[s][r] = 0;
+          samples[s].runs[r].clear(), a.clear(), b.clear();
+          break;
+        }
+        samples[s].runs[r].push_back(*e);
         if (o.verdicts) {
           auto x = flat(it->second), y = flat(rh);
           a.insert(a.end(), x.begin(), x.end()), b.insert(b.end(), y.begin(), y.end());
         }
       }
       if (!o.verdicts) continue;
+      if (!compared[s][r]) {
+        if (r < noise.size()) verdicts[s].noise_pass.push_back(false);  // keeps the runs' order; dropped below
+        continue;
+      }
       const DType dt = site_dtype(cand, std::get<1>(sites[s]));
       const auto n = static_cast<std::int64_t>(a.size());
       Tensor ta = make_tensor_f64(dt, {n}, a, "run"), tb = make_tensor_f64(dt, {n}, b, "reference");
@@ -409,12 +439,44 @@ LocateResult run_locate(const LocateOptions& o) {
     }
   }
 
-  const std::vector<SiteTest> tests = test_sites(samples, o.alpha, o.min_factor);
-  res.family = tests.size();
+  // A site keeps the runs that could be compared there; it is tested when the candidate and ≥ 2 noise
+  // runs could.
+  std::vector<std::size_t> tested;
+  std::vector<SiteSamples> kept;
+  std::vector<std::vector<std::size_t>> kept_noise(sites.size());
   for (std::size_t s = 0; s < sites.size(); ++s) {
+    for (std::size_t r = 0; r < noise.size(); ++r)
+      if (compared[s][r]) kept_noise[s].push_back(r);
+    if (!compared[s][noise.size()] || kept_noise[s].size() < 2) {
+      untested[std::get<1>(sites[s])].insert({std::get<0>(sites[s]), std::get<2>(sites[s])});
+      continue;
+    }
+    SiteSamples k;
+    k.cluster = samples[s].cluster;
+    for (std::size_t r : kept_noise[s]) k.runs.push_back(std::move(samples[s].runs[r]));
+    k.runs.push_back(std::move(samples[s].runs[noise.size()]));
+    if (o.verdicts && kept_noise[s].size() < noise.size()) {
+      std::vector<bool> np;
+      for (std::size_t i = 0; i < kept_noise[s].size(); ++i) np.push_back(verdicts[s].noise_pass[kept_noise[s][i]]);
+      verdicts[s].noise_pass = np;
+    }
+    tested.push_back(s), kept.push_back(std::move(k));
+  }
+  for (const auto& [what, where] : left_out)
+    res.notes.push_back(fmt::format("{} ({}): {} {}: left out for that run", std::get<0>(what), sites_text(where),
+                                    std::get<1>(what), std::get<2>(what)));
+  for (const auto& [name, where] : untested)
+    res.notes.push_back(fmt::format("{} ({}): not tested (the candidate and at least 2 noise runs must report it as "
+                                    "the reference does)",
+                                    name, sites_text(where)));
+  const std::vector<SiteTest> tests = test_sites(kept, o.alpha, o.min_factor);
+  res.family = tests.size();
+  for (std::size_t i = 0; i < tested.size(); ++i) {
+    const std::size_t s = tested[i];
     LocateSite ls;
     std::tie(ls.layer, ls.name, ls.phase) = sites[s];
-    ls.test = tests[s];
+    ls.test = tests[i];
+    for (std::size_t r : kept_noise[s]) ls.noise_runs.push_back(res.noise[r]);
     if (o.verdicts) ls.verdicts = verdicts[s];
     if (ls.test.departs && res.first[ls.phase] < 0) res.first[ls.phase] = static_cast<int>(res.sites.size());
     res.sites.push_back(std::move(ls));
@@ -449,6 +511,7 @@ std::string locate_text(const LocateResult& r) {
       "(one-sided t on the mean log error, family-wise alpha {}) and the error is >= {} x the floor\n",
       r.model, r.golden, r.variant, r.reference, noise, r.positions[0], r.positions[1], r.segments, r.family,
       r.alpha, r.min_factor);
+  for (const auto& n : r.notes) s += "note: " + n + "\n";
   const std::string head = fmt::format("{:>5}  {:<12} {:>9} {:>9} {:>8} {:>9}\n", "layer", "tensor", "cand",
                                        "floor", "ratio", "p");
   for (int phase : {0, 1}) {
@@ -491,6 +554,7 @@ std::string locate_json(const LocateResult& r) {
   j["positions"] = {{"prefill", r.positions[0]}, {"decode", r.positions[1]}};
   j["segments"] = r.segments, j["family"] = r.family;
   if (!r.html.empty()) j["html"] = r.html;  // where `kerncheck test --locate` links
+  j["notes"] = r.notes;
   j["first"] = json::object();
   for (int phase : {0, 1}) {
     if (r.first[phase] < 0) {
@@ -508,7 +572,8 @@ std::string locate_json(const LocateResult& r) {
               {"samples", s.test.samples}, {"clusters", s.test.clusters}, {"cand", num(s.test.cand)},
               {"floor", num(s.test.floor)}, {"noise", n},             {"ratio", num(s.test.ratio)},
               {"sd_log", num(s.test.sd)},  {"df", s.test.df},          {"t", num(s.test.t)},
-              {"p_value", num(s.test.p_value)}, {"rejected", s.test.rejected}, {"departs", s.test.departs}};
+              {"p_value", num(s.test.p_value)}, {"rejected", s.test.rejected}, {"departs", s.test.departs},
+              {"noise_runs", s.noise_runs}};
     if (s.verdicts) {
       e["compare"] = {{"method", s.verdicts->method},
                       {"cand_pass", s.verdicts->cand_pass},
@@ -526,6 +591,7 @@ std::string locate_html(const LocateResult& r) {
                    svg::escape(r.model), svg::escape(r.golden), svg::escape(r.variant));
   for (std::size_t i = 0; i < r.noise.size(); ++i) h += (i ? ", " : "") + svg::escape(r.noise[i]);
   h += "</p>\n";
+  for (const auto& n : r.notes) h += "<p class=\"note\">note: " + svg::escape(n) + "</p>\n";
   for (int phase : {0, 1}) {
     if (r.positions[phase] == 0) continue;
     if (r.first[phase] < 0)

@@ -78,6 +78,7 @@ struct LocateSite {
   int layer = -1;
   int phase = 0;  // 0 prefill, 1 decode
   SiteTest test;
+  std::vector<std::string> noise_runs;  // the noise variants test.noise holds (those that reported the site)
   std::optional<SiteVerdicts> verdicts;
 };
 
@@ -91,6 +92,10 @@ struct LocateResult {
   int first[2] = {-1, -1};            // index into sites of each phase's first departing site, or -1
   std::size_t family = 0;             // sites under Holm
   std::string html;                   // the HTML page written beside the JSON, relative to its folder ("" none)
+  // Sites a run could not be compared at (a tensor the flash path never holds whole: attn.p arrives one
+  // key block at a time), left out for that run, or left out of the test when the candidate or all but one
+  // noise run could not be compared there; one line each.
+  std::vector<std::string> notes;
 };
 
 LocateResult run_locate(const LocateOptions& o);

@@ -1,8 +1,12 @@
 #include "lab/record_model.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +21,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/mapped_file.h"
+#include "core/text_safe.h"
 #include "golden/corpus.h"
 #include "golden/golden.h"
 #include "golden/record_logits.h"
@@ -315,10 +320,42 @@ bool candidate_checkpoint_rows(const SafetensorsFile& f, std::size_t n, std::siz
          vec_from(f, "flags", DType::uint8, n, c.flags);
 }
 
-std::string open_checkpoint_folder(const std::string& out, const std::string& key) {
-  const std::string dir = out + ".partial";
+namespace {
+
+// OUT.partial/lock, locked for as long as the recording runs. A process that lost a race with the
+// folder's removal (the other recording finished) holds a lock on a deleted file: it tries again.
+int lock_folder(const std::string& dir, const std::string& out) {
+  const std::string path = dir + "/lock";
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw_input_error(dir, "checkpoint folder", "a folder that can be created", ec.message());
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) throw_input_error(path, "checkpoint lock", "a file that can be created", std::strerror(errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int e = errno;
+      ::close(fd);
+      if (e == EWOULDBLOCK)
+        fail("{}: output: expected no other recording onto it, got one running ({} is locked by another "
+             "kerncheck record); wait for it to finish, or pick another -o",
+             out, path);
+      throw_input_error(path, "checkpoint lock", "a lockable file", std::strerror(e));
+    }
+    struct stat held {}, now {};
+    if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &now) == 0 && held.st_dev == now.st_dev &&
+        held.st_ino == now.st_ino)
+      return fd;
+    ::close(fd);  // the folder was removed (and maybe recreated) under us
+  }
+  throw_input_error(path, "checkpoint lock", "a lock that stays in place", "a folder removed again and again");
+}
+
+}  // namespace
+
+CheckpointFolder::CheckpointFolder(const std::string& out, const std::string& key) : dir_(out + ".partial") {
+  lock_fd_ = lock_folder(dir_, out);
+  const fs::path man = fs::path(dir_) / "manifest.json";
   std::error_code ec;
-  fs::path man = fs::path(dir) / "manifest.json";
   bool ok = false;
   if (fs::exists(man, ec)) {
     try {
@@ -326,57 +363,65 @@ std::string open_checkpoint_folder(const std::string& out, const std::string& ke
     } catch (const Error&) {
       ok = false;  // unreadable: start over
     }
+    forget_input(man.string());  // read to decide whether to start over: rewriting it clobbers nothing
   }
-  if (!ok) {
-    fs::remove_all(dir, ec);
-    fs::create_directories(dir, ec);
-    if (ec) throw_input_error(dir, "checkpoint folder", "a folder that can be created", ec.message());
+  if (!ok) {  // another run's (or no) checkpoints: everything but the lock goes
+    for (const auto& e : fs::directory_iterator(dir_, ec))
+      if (e.path().filename() != "lock") fs::remove_all(e.path(), ec);
     write_file_atomic(man.string(), key);
   }
-  return dir;
+}
+
+CheckpointFolder::~CheckpointFolder() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+void CheckpointFolder::finish() {
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+  lock_fd_ = -1;
+}
+
+Checkpoints::Checkpoints(const std::string& out, const std::string& key, const char* redo)
+    : folder_(out, key), key_(key), redo_(redo) {}
+
+std::string Checkpoints::file(std::int32_t i) const {
+  return fmt::format("{}/seg-{:05d}.safetensors", folder_.dir(), i);
+}
+
+std::optional<SafetensorsFile> Checkpoints::open(std::int32_t i) const {
+  std::error_code ec;
+  const std::string path = file(i);
+  if (!fs::exists(path, ec)) return std::nullopt;
+  try {
+    SafetensorsFile f = SafetensorsFile::open(path);
+    forget_input(path);  // a checkpoint rewritten after a discard is not a clobbered input
+    check_checkpoint(f, key_, i);
+    return f;
+  } catch (const Error& e) {
+    discard(i, e.what());
+    return std::nullopt;
+  }
+}
+
+void Checkpoints::discard(std::int32_t i, const std::string& why) const {
+  std::fputs(terminal_safe(fmt::format("note: checkpoint {} is unusable ({}); discarded, segment {} is {}\n", file(i),
+                                       why, i, redo_),
+                           true)
+                 .c_str(),
+             stderr);
+  std::error_code ec;
+  fs::remove(file(i), ec);
+}
+
+void Checkpoints::write(std::int32_t i, const std::vector<NamedTensor>& tensors) const {
+  write_sealed_safetensors(file(i), tensors,
+                           {{"kerncheck.format", "checkpoint"}, {"run", key_}, {"segment", std::to_string(i)}});
 }
 
 namespace {
 
-// The per-segment checkpoint folder. Segment files are reused only when the manifest key matches.
-class Checkpoints {
- public:
-  Checkpoints(const std::string& out, const std::string& key)
-      : dir_(open_checkpoint_folder(out, key)), key_(key) {}
-  std::string file(std::int32_t i) const { return fmt::format("{}/seg-{:05d}.safetensors", dir_, i); }
-  // Segment i's checkpoint when it is intact (sealed: every byte checked) and belongs to this run and
-  // segment; a damaged or foreign one is deleted, with a note, and the segment recomputed.
-  std::optional<SafetensorsFile> open(std::int32_t i) const {
-    std::error_code ec;
-    const std::string path = file(i);
-    if (!fs::exists(path, ec)) return std::nullopt;
-    try {
-      SafetensorsFile f = SafetensorsFile::open(path);
-      check_checkpoint(f, key_, i);
-      return f;
-    } catch (const Error& e) {
-      discard(i, e.what());
-      return std::nullopt;
-    }
-  }
-  void discard(std::int32_t i, const std::string& why) const {
-    std::fprintf(stderr, "note: checkpoint %s is unusable (%s); discarded, segment %d is recomputed\n",
-                 file(i).c_str(), why.c_str(), i);
-    std::error_code ec;
-    fs::remove(file(i), ec);
-  }
-  void write(std::int32_t i, const std::vector<NamedTensor>& tensors) const {
-    write_sealed_safetensors(file(i), tensors,
-                             {{"kerncheck.format", "checkpoint"}, {"run", key_}, {"segment", std::to_string(i)}});
-  }
-  void finish() const {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
- private:
-  std::string dir_, key_;
-};
 
 // Key of a run: what must match for checkpoints to be reused.
 std::string run_key(const RecordModelOptions& o, const std::string& mode, const std::string& model_id,
@@ -485,7 +530,7 @@ void record_golden_with_model(const RecordModelOptions& o) {
   m.extra[kReferenceKey] = reference ? "f32" : "not the f32 reference: variant " + L.variant;
   std::string sum = write_golden(o.out, m, all.view());
   ck.finish();
-  std::printf("wrote golden %s: %lld positions in %zu segments, k = %d, vocab %lld, checksum %s\n",
+  printf_safe(stdout, "wrote golden %s: %lld positions in %zu segments, k = %d, vocab %lld, checksum %s\n",
               o.out.c_str(), static_cast<long long>(m.n), segs.size(), o.k, static_cast<long long>(V),
               sum.c_str());
 }
@@ -498,6 +543,7 @@ class NpyRowWriter {
     const std::size_t total = (10 + h.size() + 1 + 63) / 64 * 64;  // magic, version, len, dict, '\n'
     h.append(total - 10 - h.size() - 1, ' ');
     h.push_back('\n');
+    check_output_path(path);  // never one of the inputs (the golden, the model)
     f_ = std::fopen(path.c_str(), "wb");
     if (!f_) fail("{}: --logits-out: expected a writable file, got an open error", path);
     const char magic[] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0};
@@ -635,7 +681,7 @@ void record_candidate_with_model(const RecordModelOptions& o) {
   std::string sum = write_candidate(o.out, m, all.view());
   ck.finish();
   if (logits_out) logits_out->close();
-  std::printf("wrote candidate %s: %lld positions of %s, checksum %s\n", o.out.c_str(),
+  printf_safe(stdout, "wrote candidate %s: %lld positions of %s, checksum %s\n", o.out.c_str(),
               static_cast<long long>(m.n), o.golden.c_str(), sum.c_str());
 }
 

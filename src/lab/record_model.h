@@ -15,6 +15,7 @@
 // (kerncheck.golden_reference) and a note goes to stderr.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,10 +45,44 @@ struct RecordModelOptions {
                                    // of checkpoints then
 };
 
-// The per-segment checkpoint folder OUT.partial/ of a record (`record --model`, `record --server`): kept
-// when its manifest.json holds `key` (the same command on the same inputs), else emptied and stamped with
-// it, so a rerun resumes only its own run. Returns the folder.
-std::string open_checkpoint_folder(const std::string& out, const std::string& key);
+// The per-segment checkpoint folder OUT.partial/ of one recording (`record --model`, `record --server`).
+// OUT.partial/lock is locked (flock) while the object lives, so a second recording onto the same OUT is
+// refused (exit 3) instead of mixing its segments with this one's. The folder is kept when its
+// manifest.json holds `key` (the same run on the same inputs), else emptied and stamped with it, so a
+// rerun resumes only its own run.
+class CheckpointFolder {
+ public:
+  CheckpointFolder(const std::string& out, const std::string& key);
+  ~CheckpointFolder();  // releases the lock, keeps the folder (a rerun resumes from it)
+  CheckpointFolder(const CheckpointFolder&) = delete;
+  CheckpointFolder& operator=(const CheckpointFolder&) = delete;
+  const std::string& dir() const { return dir_; }
+  void finish();  // the output is written: the folder and its lock go
+
+ private:
+  std::string dir_;
+  int lock_fd_ = -1;
+};
+
+// The segment files of a CheckpointFolder (docs/golden-format.md "Record checkpoints"):
+// OUT.partial/seg-NNNNN.safetensors, sealed, with the run's key and the segment number in the metadata.
+class Checkpoints {
+ public:
+  // redo: what happens to a discarded segment, for the note ("recomputed", "requested again").
+  Checkpoints(const std::string& out, const std::string& key, const char* redo = "recomputed");
+  std::string file(std::int32_t i) const;
+  // Segment i's checkpoint when it is intact (sealed: every byte checked) and belongs to this run and
+  // segment; a damaged or foreign one is deleted, with a note, and the segment recomputed.
+  std::optional<SafetensorsFile> open(std::int32_t i) const;
+  void discard(std::int32_t i, const std::string& why) const;
+  void write(std::int32_t i, const std::vector<NamedTensor>& tensors) const;
+  void finish() { folder_.finish(); }
+
+ private:
+  CheckpointFolder folder_;
+  std::string key_;
+  const char* redo_;
+};
 
 // "model-xxh3:<hex>" over the model file (GGUF) or the checkpoint's config.json and *.safetensors.
 std::string model_identity(const std::string& path);

@@ -12,21 +12,25 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
+#include <unordered_set>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/text_safe.h"
 #include "golden/corpus.h"
 #include "golden/engine_logprobs.h"
 #include "golden/golden.h"
 #include "golden/importers.h"
 #include "golden/record_topk.h"
+#include "io/safetensors.h"
 #include "lab/record_model.h"
 
 namespace kc {
@@ -42,10 +46,22 @@ using Clock = std::chrono::steady_clock;
 struct HttpResult {
   long status = 0;     // 0: no HTTP answer (see error)
   std::string body, error;
+  bool too_large = false;  // the body passed the size limit: reading stopped there
+};
+
+// The body, up to a limit: a server that streams without end stops at the limit, not at the memory's.
+struct BodySink {
+  HttpResult* r;
+  std::size_t limit;
 };
 
 std::size_t on_body(char* p, std::size_t size, std::size_t n, void* user) {
-  static_cast<std::string*>(user)->append(p, size * n);
+  auto* sink = static_cast<BodySink*>(user);
+  if (sink->r->body.size() + size * n > sink->limit) {
+    sink->r->too_large = true;
+    return 0;  // libcurl stops the transfer (CURLE_WRITE_ERROR)
+  }
+  sink->r->body.append(p, size * n);
   return size * n;
 }
 
@@ -58,16 +74,19 @@ class Http {
   Http(const Http&) = delete;
   Http& operator=(const Http&) = delete;
 
-  // GET when body is null, else POST of JSON.
-  HttpResult call(const std::string& url, const std::string* body, double timeout_s) {
+  // GET when body is null, else POST of JSON. The whole exchange, however slowly the server trickles its
+  // bytes, ends after timeout_s; a body longer than max_bytes is cut off (too_large).
+  HttpResult call(const std::string& url, const std::string* body, double timeout_s, std::size_t max_bytes) {
     HttpResult r;
+    BodySink sink{&r, max_bytes};
     curl_easy_reset(h_);
     curl_easy_setopt(h_, CURLOPT_URL, url.c_str());
     curl_easy_setopt(h_, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM for DNS timeouts
     curl_easy_setopt(h_, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_s * 1000));
     curl_easy_setopt(h_, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::min(timeout_s, 30.0) * 1000));
+    curl_easy_setopt(h_, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(max_bytes));  // a declared length
     curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h_, CURLOPT_WRITEDATA, &r.body);
+    curl_easy_setopt(h_, CURLOPT_WRITEDATA, &sink);
     curl_slist* headers = nullptr;
     if (body) {
       headers = curl_slist_append(headers, "Content-Type: application/json");
@@ -76,6 +95,7 @@ class Http {
       curl_easy_setopt(h_, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body->size()));
     }
     CURLcode rc = curl_easy_perform(h_);
+    if (rc == CURLE_FILESIZE_EXCEEDED) r.too_large = true;
     if (rc == CURLE_OK)
       curl_easy_getinfo(h_, CURLINFO_RESPONSE_CODE, &r.status);
     else
@@ -95,6 +115,10 @@ std::string excerpt(const std::string& s) {
   return s.size() > 300 ? e + "…" : e;
 }
 
+std::size_t max_response_bytes(const RecordServerOptions& o) {
+  return static_cast<std::size_t>(o.max_response_mb) << 20;
+}
+
 // One request with retries: HTTP 5xx / 429, network errors and timeouts are retried with doubling
 // back-off; any other status is final. Throws kc::Error (exit 3) naming the URL and the last failure.
 std::string request(Http& http, const std::string& url, const std::string* body, const RecordServerOptions& o,
@@ -107,7 +131,11 @@ std::string request(Http& http, const std::string& url, const std::string* body,
       wait *= 2;
     }
     if (stop && stop->load()) fail("{}: stopped (another request failed)", url);
-    HttpResult r = http.call(url, body, o.timeout_s);
+    HttpResult r = http.call(url, body, o.timeout_s, max_response_bytes(o));
+    if (r.too_large)  // not retried: the same request gets the same answer
+      throw_input_error(url, body ? "POST response size" : "GET response size",
+                        fmt::format("at most {} MiB (raise it with --max-response-mb)", o.max_response_mb),
+                        fmt::format("more (stopped reading after {} bytes)", r.body.size()));
     if (r.status == 200) return std::move(r.body);
     if (r.status == 0)
       last = fmt::format("no HTTP response ({})", r.error);
@@ -130,6 +158,8 @@ struct SegmentPlan {
   // name in token_ids_logprob); empty in golden mode.
   std::vector<std::int32_t> ref_ids;
   int k = 0;
+  std::int64_t start = 0;  // the file position of depth 1 (messages)
+  std::int64_t vocab = 0;  // ids the engine reports must be below it
   std::int64_t depth() const { return static_cast<std::int64_t>(tokens.size()) - 1; }
 };
 
@@ -232,13 +262,34 @@ std::int32_t id_of_token_string(const std::string& s, const std::string& where, 
   return id;
 }
 
+// A response as JSON. An object that names a key twice is refused: the parser would keep one of the two
+// values without a word (a decode step's {"token_id:650": …, "token_id:650": …}). So is nesting deeper than
+// the importers read (64): its values are dropped while parsing, never held or printed.
 json parse_json(const std::string& text, const std::string& where) {
+  std::vector<std::unordered_set<std::string>> keys;  // per open object, its keys so far
+  std::string duplicate;
+  bool too_deep = false;
+  auto check = [&](int depth, json::parse_event_t ev, json& parsed) {
+    if (depth > 64) return !(too_deep = true);
+    if (ev == json::parse_event_t::object_start) keys.emplace_back();
+    if (ev == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+    if (ev == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
+        duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  json doc;
   try {
-    return json::parse(text);
+    doc = json::parse(text, check);
   } catch (const json::parse_error& e) {
     throw_input_error(where, "(response body)", "a complete JSON document",
                       fmt::format("{} ({} bytes)", e.what(), text.size()));
   }
+  if (too_deep) throw_input_error(where, "(response body)", "JSON nested at most 64 levels", "deeper");
+  if (!duplicate.empty())
+    throw_input_error(where, "(response body)", "each key once per JSON object",
+                      fmt::format("\"{}\" twice", excerpt(duplicate)));
+  return doc;
 }
 
 const json& field(const json& j, const char* key, const std::string& where, const std::string& path,
@@ -307,6 +358,10 @@ DecodeRow read_decode(const std::string& text, const SegmentPlan& p, std::int64_
       x = v.get<float>();
       if (x > 0) throw_input_error(where, path, "a log-prob ≤ 0", fmt::format("{}", x));
     }
+    if (std::any_of(row.entries.begin(), row.entries.end(), [&](auto& e) { return e.first == id; }))
+      throw_input_error(where, path, fmt::format("token id {} listed once (\"token_id:650\" and \"token_id:0650\" "
+                                                 "name one token)", id),
+                        "listed twice");
     row.entries.push_back({id, x});
     if (id != want && x == x) lo = std::min(lo, x);
   }
@@ -411,13 +466,62 @@ DecodeRow read_sglang_decode(const std::string& text, const SegmentPlan& p, std:
 
 struct CacheStats {
   std::int64_t decode_requests = 0, prompt_tokens = 0, cached_tokens = 0, unreported = 0;
+  void add(const CacheStats& c) {
+    decode_requests += c.decode_requests, prompt_tokens += c.prompt_tokens;
+    cached_tokens += c.cached_tokens, unreported += c.unreported;
+  }
 };
 
+// A row from the engine must be a distribution's: ids distinct and in [0, vocab), log-probs ≤ 0 (null, the
+// engine's non-finite value, is kept as NaN and counted by the judge), and a probability mass over the
+// listed ids of at most 1 + kTopkMassTol (f32 rounding). Refused at the response, naming it.
+void check_row(const std::vector<std::pair<std::int32_t, float>>& entries, const SegmentPlan& p, std::int64_t d,
+               const std::string& where) {
+  const std::string at = fmt::format("position {} (depth {})", p.start + d - 1, d);
+  std::unordered_set<std::int32_t> ids;
+  double mass = 0;
+  for (const auto& [id, lp] : entries) {
+    if (id < 0 || id >= p.vocab)
+      throw_input_error(where, at + ": token id", fmt::format("an id in [0, {}) (the vocabulary)", p.vocab),
+                        std::to_string(id));
+    if (!ids.insert(id).second)
+      throw_input_error(where, fmt::format("{}: token id {}", at, id), "each id listed once", "listed twice");
+    if (lp > 0)
+      throw_input_error(where, fmt::format("{}: log-prob of token {}", at, id), "a log-prob ≤ 0",
+                        fmt::format("{}", lp));
+    if (std::isfinite(lp)) mass += std::exp(static_cast<double>(lp));
+  }
+  if (mass > 1.0 + kTopkMassTol)
+    throw_input_error(where, at + ": probability mass",
+                      fmt::format("at most 1 (+{}) over the {} listed ids", kTopkMassTol, entries.size()),
+                      fmt::format("{:.6g}", mass));
+}
+
+const json& one_choice(const json& doc, const std::string& where) {
+  const json& choices = field(doc, "choices", where, "", "a list with one choice");
+  if (!choices.is_array() || choices.size() != 1 || !choices[0].is_object())
+    throw_input_error(where, "choices", "a list with one choice", excerpt(choices.dump()));
+  return choices[0];
+}
+
+EngineSequence segment_rows(const RecordServerOptions& o, const SegmentPlan& p, const std::vector<std::string>& lines,
+                            const std::string& where, CacheStats* cache);
+
 // A segment's responses (prefill first when asked for, then one per decode depth, ascending) → its
-// EngineSequence over t_0 … t_D, checked against what was sent.
+// EngineSequence over t_0 … t_D, checked against what was sent and row by row (check_row). Any malformed
+// response is a kc::Error naming it, never another exception (a checkpoint is read through here too).
 EngineSequence segment_sequence(const RecordServerOptions& o, const SegmentPlan& p,
                                 const std::vector<std::string>& lines, const std::string& where,
                                 CacheStats* cache) {
+  try {
+    return segment_rows(o, p, lines, where, cache);
+  } catch (const json::exception& e) {
+    throw_input_error(where, "(response)", "a response of the documented shape", e.what());
+  }
+}
+
+EngineSequence segment_rows(const RecordServerOptions& o, const SegmentPlan& p, const std::vector<std::string>& lines,
+                            const std::string& where, CacheStats* cache) {
   std::size_t want = wants_prefill(o.phase, p) ? 1 : 0;
   for (std::int64_t d = 1; d <= p.depth(); ++d) want += is_decode(o.phase, p, d);
   if (lines.size() != want)
@@ -429,7 +533,7 @@ EngineSequence segment_sequence(const RecordServerOptions& o, const SegmentPlan&
   } else if (wants_prefill(o.phase, p)) {
     const std::string& text = lines[at++];
     json doc = parse_json(text, where + " (prefill)");
-    check_echo(field(doc, "choices", where, "", "a list with one choice").at(0), p.tokens, where + " (prefill)");
+    check_echo(one_choice(doc, where + " (prefill)"), p.tokens, where + " (prefill)");
     EngineDump d = parse_vllm_logprobs(
         std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()),
         where + " (prefill)");
@@ -453,60 +557,36 @@ EngineSequence segment_sequence(const RecordServerOptions& o, const SegmentPlan&
         else
           cache->cached_tokens += r.cached_tokens;
       }
+      check_row(r.entries, p, d, w);
       seq.push_row(p.tokens[d], true, r.entries, r.bound);
     } else {
       entries.clear();
       for (auto j = pre->row_begin[d]; j < pre->row_begin[d + 1]; ++j)
         entries.push_back({pre->ids[j], pre->log_probs[j]});
+      check_row(entries, p, d, where + " (prefill)");
       seq.push_row(p.tokens[d], pre->has_row[d], entries, pre->bound[d]);
     }
   }
   return seq;
 }
 
-// ---- Checkpoints: OUT.partial/seg-NNNNN.jsonl, the raw responses --------------------------------------
+// ---- Checkpoints: OUT.partial/seg-NNNNN.safetensors (record_model.h), the raw responses ------------------
+// Sealed like every checkpoint; tensors "responses" (U8: the responses' bytes one after another) and
+// "response_ends" (I64: where each ends). On resume they are read again through segment_sequence, so a
+// checkpoint is trusted no more than the server was.
 
-class ResponseCheckpoints {
- public:
-  ResponseCheckpoints(const std::string& out, const std::string& key) : dir_(open_checkpoint_folder(out, key)) {}
-  std::string file(std::int32_t i) const { return fmt::format("{}/seg-{:05d}.jsonl", dir_, i); }
-  std::optional<std::vector<std::string>> read(std::int32_t i) const {
-    std::error_code ec;
-    if (!fs::exists(file(i), ec)) return std::nullopt;
-    std::string text = read_text_file(file(i), std::size_t{1} << 30, "a checkpoint");
-    std::vector<std::string> lines;
-    std::size_t at = 0;
-    while (at < text.size()) {
-      std::size_t e = text.find('\n', at);
-      if (e == std::string::npos) e = text.size();
-      lines.push_back(text.substr(at, e - at));
-      at = e + 1;
-    }
-    return lines;
+std::vector<NamedTensor> responses_tensors(const std::vector<std::string>& lines) {
+  std::vector<std::uint8_t> bytes;
+  std::vector<std::uint8_t> ends(lines.size() * sizeof(std::int64_t));
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    bytes.insert(bytes.end(), lines[i].begin(), lines[i].end());
+    const auto e = static_cast<std::int64_t>(bytes.size());
+    std::memcpy(ends.data() + i * sizeof e, &e, sizeof e);
   }
-  void discard(std::int32_t i, const std::string& why) const {
-    std::fprintf(stderr, "note: checkpoint %s is unusable (%s); discarded, segment %d is requested again\n",
-                 file(i).c_str(), why.c_str(), i);
-    std::error_code ec;
-    fs::remove(file(i), ec);
-  }
-  void write(std::int32_t i, const std::vector<std::string>& lines) const {
-    std::string text;
-    for (auto& l : lines) {
-      std::string one = l;
-      std::replace(one.begin(), one.end(), '\n', ' ');  // JSON allows whitespace anywhere outside strings
-      text += one + "\n";
-    }
-    write_file_atomic(file(i), text);
-  }
-  void finish() const {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
- private:
-  std::string dir_;
-};
+  const auto n_bytes = static_cast<std::int64_t>(bytes.size()), n = static_cast<std::int64_t>(lines.size());
+  return {{"responses", make_tensor(DType::uint8, {n_bytes}, std::move(bytes), "responses")},
+          {"response_ends", make_tensor(DType::int64, {n}, std::move(ends), "response_ends")}};
+}
 
 // ---- Progress -----------------------------------------------------------------------------------------
 
@@ -561,6 +641,47 @@ void record_once(const RecordServerOptions& o, int r, int n);
 
 }  // namespace
 
+std::vector<std::string> checkpoint_responses(const SafetensorsFile& f) {
+  const std::vector<std::string> want = {"response_ends", "responses"};
+  std::vector<std::string> names = f.names();
+  std::sort(names.begin(), names.end());
+  if (names != want)
+    throw_input_error(f.path(), "tensors", "responses and response_ends (a record --server checkpoint)",
+                      fmt::format("{} tensor(s)", names.size()));
+  const Tensor bytes = f.tensor("responses"), ends = f.tensor("response_ends");
+  if (bytes.dtype != DType::uint8 || bytes.shape.size() != 1)
+    throw_input_error(f.path(), "tensor responses", "a U8 vector", fmt::format("{} {}", dtype_name(bytes.dtype),
+                                                                              bytes.shape_str()));
+  if (ends.dtype != DType::int64 || ends.shape.size() != 1)
+    throw_input_error(f.path(), "tensor response_ends", "an I64 vector",
+                      fmt::format("{} {}", dtype_name(ends.dtype), ends.shape_str()));
+  const std::size_t n = ends.numel(), total = bytes.numel();
+  std::vector<std::string> out;
+  std::int64_t at = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::int64_t e = 0;
+    std::memcpy(&e, ends.bytes.data() + i * sizeof e, sizeof e);
+    if (e < at || e > static_cast<std::int64_t>(total) || (i + 1 == n && e != static_cast<std::int64_t>(total)))
+      throw_input_error(f.path(), fmt::format("response_ends[{}]", i),
+                        fmt::format("an offset in [{}, {}], the last one {}", at, total, total), std::to_string(e));
+    out.emplace_back(reinterpret_cast<const char*>(bytes.bytes.data()) + at, static_cast<std::size_t>(e - at));
+    at = e;
+  }
+  if (n == 0 && total != 0)
+    throw_input_error(f.path(), "response_ends", fmt::format("the ends of the {} bytes of responses", total), "none");
+  return out;
+}
+
+void read_segment_responses(const std::string& api, const std::string& phase, std::span<const std::int32_t> tokens,
+                            std::int64_t n_prefill, std::int64_t vocab, const std::vector<std::string>& responses) {
+  RecordServerOptions o;
+  o.api = api, o.phase = phase, o.url = "fuzz";
+  SegmentPlan p{0, {tokens.begin(), tokens.end()}, n_prefill, {}, 0, 0, vocab};
+  if (p.depth() < 1 || n_prefill < 0 || n_prefill > p.depth()) return;
+  CacheStats cache;
+  (void)segment_sequence(o, p, responses, "fuzz segment 0", &cache);
+}
+
 std::string repetition_path(const std::string& out, int r, int n) {
   if (n <= 1) return out;
   const fs::path p(out);
@@ -582,7 +703,7 @@ void record_with_server(const RecordServerOptions& o) {
   for (int r = 1; r <= o.repeat; ++r) {
     RecordServerOptions one = o;
     one.out = repetition_path(o.out, r, o.repeat);
-    if (o.repeat > 1) std::printf("repetition %d of %d → %s\n", r, o.repeat, one.out.c_str());
+    if (o.repeat > 1) print_safe(stdout, fmt::format("repetition {} of {} → {}\n", r, o.repeat, one.out));
     std::fflush(stdout);
     record_once(one, r, o.repeat);
   }
@@ -597,6 +718,8 @@ void record_once(const RecordServerOptions& o, int rep, int n_rep) {
   if (o.concurrency < 1) throw_input_error("--concurrency", "N", "≥ 1", std::to_string(o.concurrency));
   if (o.timeout_s <= 0) throw_input_error("--timeout", "seconds", "> 0", fmt::format("{}", o.timeout_s));
   if (o.retries < 0) throw_input_error("--retries", "N", "≥ 0", std::to_string(o.retries));
+  if (o.max_response_mb < 1 || o.max_response_mb > (1 << 20))
+    throw_input_error("--max-response-mb", "MiB", "1 … 1048576", std::to_string(o.max_response_mb));
   const bool golden_mode = o.golden.empty();
   if (golden_mode == o.corpus.empty())
     fail("--server: expected one of --corpus CORPUS (golden) or --golden GOLDEN (candidate), got {}",
@@ -616,10 +739,13 @@ void record_once(const RecordServerOptions& o, int rep, int n_rep) {
   if (golden_mode) {
     corpus = read_corpus(o.corpus);
     data_id = corpus->identity();
+    std::int64_t start = 0;
     for (std::size_t i = 0; i < corpus->segments.size(); ++i) {
       const CorpusSegment& s = corpus->segments[i];
       auto w = corpus->window(s);
-      plans.push_back({static_cast<std::int32_t>(i), {w.begin(), w.end()}, s.depth - s.decode_last, {}, 0});
+      plans.push_back(
+          {static_cast<std::int32_t>(i), {w.begin(), w.end()}, s.depth - s.decode_last, {}, 0, start, corpus->vocab});
+      start += s.depth;
     }
   } else {
     golden = read_golden(o.golden);
@@ -627,7 +753,8 @@ void record_once(const RecordServerOptions& o, int rep, int n_rep) {
     std::vector<GoldenWindow> ws = golden_windows(*golden);
     const int k = golden->meta.k;
     for (std::size_t i = 0; i < ws.size(); ++i) {
-      SegmentPlan p{static_cast<std::int32_t>(i), std::move(ws[i].tokens), ws[i].n_prefill, {}, 0};
+      SegmentPlan p{static_cast<std::int32_t>(i), std::move(ws[i].tokens), ws[i].n_prefill, {}, 0, ws[i].start,
+                    golden->meta.vocab};
       if (o.api == "sglang") {
         p.k = k;
         auto b = golden->a.top_ids.begin() + ws[i].start * k;
@@ -642,9 +769,19 @@ void record_once(const RecordServerOptions& o, int rep, int n_rep) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   Http http0;
   const std::string model = served_model_of(http0, o);
-  const std::string key = json{{"mode", golden_mode ? "golden" : "candidate"}, {"api", o.api},
-                               {"model", model}, {"data", data_id}, {"top_logprobs", o.top_logprobs},
-                               {"phase", o.phase}}
+  // Everything that changes what the file holds: which server and model answered, through which API, for
+  // which golden or corpus, what was asked (K', phase, k) and the label (variant, model id). Checkpoints
+  // of any other run are discarded; a --repeat run is kept only when its file carries the same key.
+  const std::string key = json{{"mode", golden_mode ? "golden" : "candidate"},
+                               {"server", o.url},
+                               {"api", o.api},
+                               {"model", model},
+                               {"data", data_id},
+                               {"top_logprobs", o.top_logprobs},
+                               {"phase", o.phase},
+                               {"k", golden_mode ? o.k : golden->meta.k},
+                               {"variant", o.variant},
+                               {"model_id", o.model_id}}
                               .dump();
   // --repeat after a failure: a repetition already written by this same recording (same golden, engine,
   // model, phase, K', variant) is kept, so rerunning the command resumes instead of re-recording it.
@@ -662,12 +799,12 @@ void record_once(const RecordServerOptions& o, int rep, int n_rep) {
     if (done && done->meta.golden_checksum == golden->meta.checksum && done->meta.made_by.variant == o.variant &&
         has("server_record", key) && has("repetition", std::to_string(rep)) &&
         has("repetitions", std::to_string(n_rep))) {
-      std::printf("  %s: already recorded by this command (repetition %d of %d); kept\n", o.out.c_str(), rep,
-                  n_rep);
+      print_safe(stdout, fmt::format("  {}: already recorded by this command (repetition {} of {}); kept\n", o.out,
+                                     rep, n_rep));
       return;
     }
   }
-  ResponseCheckpoints ckpt(o.out, key);
+  Checkpoints ckpt(o.out, key, "requested again");
   std::vector<std::optional<EngineSequence>> seqs(plans.size());
   CacheStats cache;
   std::mutex mu;
@@ -675,9 +812,11 @@ void record_once(const RecordServerOptions& o, int rep, int n_rep) {
   std::vector<std::int32_t> todo;
   for (auto& p : plans) {
     const std::string where = fmt::format("{} segment {}", o.url, p.index);
-    if (auto lines = ckpt.read(p.index)) {
+    if (auto f = ckpt.open(p.index)) {
       try {
-        seqs[p.index] = segment_sequence(o, p, *lines, where, &cache);
+        CacheStats c;
+        seqs[p.index] = segment_sequence(o, p, checkpoint_responses(*f), where, &c);
+        cache.add(c);
         progress.add(p.depth());
         continue;
       } catch (const Error& e) {
@@ -724,14 +863,11 @@ void record_once(const RecordServerOptions& o, int rep, int n_rep) {
           }
         CacheStats c;
         EngineSequence seq = segment_sequence(o, p, lines, fmt::format("{} segment {}", o.url, p.index), &c);
-        ckpt.write(p.index, lines);
+        ckpt.write(p.index, responses_tensors(lines));
         {
           std::lock_guard<std::mutex> g(mu);
           seqs[p.index] = std::move(seq);
-          cache.decode_requests += c.decode_requests;
-          cache.prompt_tokens += c.prompt_tokens;
-          cache.cached_tokens += c.cached_tokens;
-          cache.unreported += c.unreported;
+          cache.add(c);
         }
         progress.add(p.depth());
       } catch (const std::exception& e) {
@@ -792,9 +928,9 @@ void record_once(const RecordServerOptions& o, int rep, int n_rep) {
     TopkGoldenRows rows{k, ids, lps, other, tok_lp, flags};
     const std::string model_id = o.model_id.empty() ? o.api + ":" + model : o.model_id;
     std::string sum = write_golden_from_topk(o.out, *corpus, rows, corpus->vocab, model_id, made_by);
-    std::printf("wrote golden %s: %lld positions from %s (%s, phase %s), k = %d of K' = %d, checksum %s\n",
-                o.out.c_str(), static_cast<long long>(total), o.url.c_str(), model.c_str(), o.phase.c_str(), k,
-                o.top_logprobs, sum.c_str());
+    print_safe(stdout, fmt::format("wrote golden {}: {} positions from {} ({}, phase {}), k = {} of K' = {}, "
+                                   "checksum {}\n",
+                                   o.out, total, o.url, model, o.phase, k, o.top_logprobs, sum));
   } else {
     ImportStats st;
     CandidateBuffers buf = candidate_from_engine(*golden, dump, &st);
@@ -805,12 +941,10 @@ void record_once(const RecordServerOptions& o, int rep, int n_rep) {
       meta.extra["repetitions"] = std::to_string(n_rep);
     }
     write_candidate(o.out, meta, buf.view());
-    std::printf(
-        "wrote %s: %lld positions from %s (%s, phase %s), golden top-k ids covered %.2f%% (%lld of %lld), "
-        "fully covered positions %.2f%%\n",
-        o.out.c_str(), static_cast<long long>(st.positions), o.url.c_str(), model.c_str(), o.phase.c_str(),
-        100 * st.coverage(), static_cast<long long>(st.ids_covered), static_cast<long long>(st.ids),
-        st.positions ? 100.0 * st.positions_fully_covered / st.positions : 100.0);
+    print_safe(stdout, fmt::format("wrote {}: {} positions from {} ({}, phase {}), golden top-k ids covered {:.2f}% "
+                                   "({} of {}), fully covered positions {:.2f}%\n",
+                                   o.out, st.positions, o.url, model, o.phase, 100 * st.coverage(), st.ids_covered,
+                                   st.ids, st.positions ? 100.0 * st.positions_fully_covered / st.positions : 100.0));
     if (st.coverage() < 1)
       std::printf("  partial coverage: kerncheck test reports KL as [lower, upper] bounds (%s)\n",
                   o.api == "sglang" ? "SGLang did not return every id asked for in token_ids_logprob"

@@ -21,14 +21,25 @@
 // Phases: prefill = every position from the prefill request; both = the golden's decode positions from
 // decode steps, the rest from prefill; decode = every position from a decode step.
 //
-// Resumable: each finished segment's raw responses go to OUT.partial/seg-NNNNN.jsonl (atomic), with a
-// manifest naming the run; a rerun with the same inputs reuses them. Any failure (HTTP error after the
-// retries, timeout, malformed JSON, wrong token echo) throws kc::Error (exit 3) and writes no output file.
+// Every row is checked at its response: ids distinct and in the vocabulary, log-probs ≤ 0, mass ≤ 1 (+ f32
+// rounding). Responses longer than --max-response-mb are refused, and each exchange ends after --timeout
+// however slowly the server sends.
+//
+// Resumable: each finished segment's raw responses go to OUT.partial/seg-NNNNN.safetensors (sealed, keyed
+// by server URL, served model, API, golden or corpus, K', phase, k, variant and model id), with a manifest
+// naming the run and a lock held while recording (a second recording onto OUT is refused); a rerun of the
+// same run reuses them, read again as the responses were. Any failure (HTTP error after the retries,
+// timeout, malformed JSON, wrong token echo, an impossible row) throws kc::Error (exit 3) and writes no
+// output file.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace kc {
+
+class SafetensorsFile;
 
 struct RecordServerOptions {
   std::string url;                 // e.g. http://127.0.0.1:8321 (no trailing /v1)
@@ -44,6 +55,7 @@ struct RecordServerOptions {
   int retries = 3;                 // per request, after the first try (HTTP 5xx, 429, network, timeout)
   double backoff_s = 1;            // first retry delay, doubled each retry
   int repeat = 1;                  // candidate mode: record N times (the engine's own noise runs)
+  int max_response_mb = 256;       // per response (SGLang prefill responses list k·D ids at D positions)
 };
 
 // With repeat N > 1, run r (1 … N) goes to repetition_path(out, r, N) and carries metadata
@@ -51,5 +63,14 @@ struct RecordServerOptions {
 void record_with_server(const RecordServerOptions& o);
 // OUT for N = 1; else OUT with ".r" before its extension: c.safetensors → c.1.safetensors, c.2.safetensors.
 std::string repetition_path(const std::string& out, int r, int n);
+
+// A checkpoint's responses (tensors "responses", "response_ends"), after check_checkpoint; throws kc::Error
+// naming the file for any other layout.
+std::vector<std::string> checkpoint_responses(const SafetensorsFile& f);
+// The reader of one segment's responses on its own (fuzzing): tokens t_0 … t_D, depths 1 … n_prefill
+// prefill, `responses` as the server sent them (prefill first when the phase asks for it, then one per
+// decode depth); throws kc::Error for any response record --server refuses.
+void read_segment_responses(const std::string& api, const std::string& phase, std::span<const std::int32_t> tokens,
+                            std::int64_t n_prefill, std::int64_t vocab, const std::vector<std::string>& responses);
 
 }  // namespace kc

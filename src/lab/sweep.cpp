@@ -18,6 +18,8 @@
 #include "judge/words.h"
 #include "lab/record_model.h"
 #include "model/variant.h"
+#include "io/safetensors.h"
+#include "core/text_safe.h"
 
 namespace kc {
 
@@ -88,7 +90,7 @@ bool candidate_matches(const CachedRecord& r, const std::string& golden_checksum
 }
 
 void default_log(const std::string& s) {
-  std::fprintf(stderr, "%s\n", s.c_str());
+  print_safe(stderr, s + "\n");
   std::fflush(stderr);
 }
 

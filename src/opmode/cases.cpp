@@ -129,6 +129,7 @@ const std::vector<std::string>& case_columns() {
                                                 "third",
                                                 "dtype",
                                                 "shape",
+                                                "flat",
                                                 "compare",
                                                 "op",
                                                 "precision_tolerances",
@@ -355,6 +356,11 @@ Case parse_row(std::string_view file, std::string_view base_dir, const CsvRecord
         r.error("shape", "a shape like 2,3,4 or [2, 3, 4]");
       }
     }
+    if (r.has("flat")) {
+      const std::string& v = r.get("flat");
+      if (v != "true" && v != "false") r.error("flat", "true or false");
+      c.flat = v == "true";
+    }
     for (auto& col : op_only_columns())
       if (r.has(col)) r.error(col, "empty on a file row (it has an actual); op-mode rows leave actual empty");
     if (c.name.empty()) c.name = std::filesystem::path(r.get("actual")).filename().string();
@@ -368,6 +374,7 @@ Case parse_row(std::string_view file, std::string_view base_dir, const CsvRecord
   if (!def) r.error("op", fmt::format("a built-in op ({})", ops::registry().names_text()));
   if (r.has("golden")) r.error("golden", "empty on an op-mode row (use reference to pick the golden)");
   if (r.has("shape")) r.error("shape", "empty on an op-mode row (use shapes)");
+  if (r.has("flat")) r.error("flat", "empty on an op-mode row (its golden has the output's shape)");
   std::string why;
   if (!r.has("shapes") || !parse_op_shapes(r.get("shapes"), c.shapes, why))
     r.error("shapes", why.empty() ? "one shape per input like 64x128;128x32" : why);
@@ -520,10 +527,17 @@ Tensor load_with_hint(const std::string& path, const Case& c) {
                                   want_bits, want_bits),
                       fmt::format("{} ({}-bit) in the file", dtype_name(self->dtype), file_bits));
   // Unsigned integers of the same width are how a file holds codes of a type it has no name for (safetensors
-  // has no hifloat8: such outputs are stored as U8): the case's dtype says what the codes mean.
+  // has no hifloat8: such outputs are stored as U8): the case's dtype says what the codes mean. Any other
+  // type the file declares is what its bytes are: a dtype that contradicts it is refused, not applied.
   const bool codes = self->dtype == DType::uint8 || self->dtype == DType::uint16 ||
                      self->dtype == DType::uint32 || self->dtype == DType::uint64;
-  if (codes) self->dtype = *c.dtype;
+  if (!codes)
+    throw_input_error(self->origin, "dtype",
+                      fmt::format("{} (the case's dtype), or a file that leaves its type open (raw bytes, a numpy "
+                                  "void type, unsigned codes)",
+                                  dtype_name(*c.dtype)),
+                      fmt::format("{} declared by the file", dtype_name(self->dtype)));
+  self->dtype = *c.dtype;
   return *self;
 }
 
@@ -628,7 +642,7 @@ CaseOutcome run_case(const Case& c, const RunOptions& opt) {
       write_npy((dir / "golden.npy").string(), t.golden);
       if (t.third) write_npy((dir / "third.npy").string(), *t.third);
     }
-    CompareInputs in{&t.actual, &t.golden, t.third ? &*t.third : nullptr};
+    CompareInputs in{&t.actual, &t.golden, t.third ? &*t.third : nullptr, c.flat};
     o.result = compare(in, o.route);
     return o;
   } catch (const Error& e) {

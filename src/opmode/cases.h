@@ -41,6 +41,7 @@ struct Case {
   // File cases (paths already resolved against the CSV's folder).
   std::string actual, golden, third;
   std::optional<std::vector<std::int64_t>> shape;  // raw files' shape (`shape` column / --shape)
+  bool flat = false;  // shapes may differ, element counts not (`flat` column / --flat)
 
   // Both kinds.
   std::optional<DType> dtype;     // raw files' dtype, npy void hint, output dtype for routing / the op

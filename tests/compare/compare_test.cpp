@@ -247,7 +247,15 @@ TEST(Compare, MixedWorstListIsOrderedAndDeterministic) {
 TEST(Compare, InputChecks) {
   Tensor a = f32({1, 2, 3}, "a.npy"), g = f32({1, 2}, "g.npy");
   EXPECT_EQ(error_of([&] { compare({&a, &g, nullptr}, by(Method::mixed)); }),
+            "a.npy: shape: expected [2] like the golden g.npy (--flat compares the elements in order), got [3]");
+  EXPECT_EQ(error_of([&] { compare({&a, &g, nullptr, true}, by(Method::mixed)); }),
             "a.npy: element count: expected 2 (golden g.npy has shape [2]), got 3 (shape [3])");
+  // Same count, another layout: refused unless flat.
+  Tensor a34 = make_tensor_f64(DType::float32, {3, 4}, std::vector<double>(12, 1.0), "a34.npy");
+  Tensor g43 = make_tensor_f64(DType::float32, {4, 3}, std::vector<double>(12, 1.0), "g43.npy");
+  EXPECT_NE(error_of([&] { compare({&a34, &g43, nullptr}, by(Method::mixed)); }).find("shape: expected [4, 3]"),
+            std::string::npos);
+  EXPECT_TRUE(compare({&a34, &g43, nullptr, true}, by(Method::mixed)).pass);
   Tensor i8 = make_tensor_f64(DType::int8, {3}, std::vector<double>{1, 2, 3}, "i.npy");
   EXPECT_NE(error_of([&] { compare({&i8, &a, nullptr}, by(Method::binary)); }).find("two integer types"),
             std::string::npos);

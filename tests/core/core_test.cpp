@@ -124,6 +124,47 @@ TEST(AtomicFile, RefusesInputsAndSpecialFiles) {
   }
 }
 
+TEST(AtomicFile, TextInputsAreInputsToo) {
+  const std::string dir = ::testing::TempDir() + "kc_text_inputs/";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string in = dir + "t.toml", other = dir + "other.json", link = dir + "link.json";
+  write_file_atomic(in, "[limits]\n");
+  write_file_atomic(other, "{}");
+  set_input_guard(true);
+  EXPECT_EQ(read_text_file(in, kConfigTextCap, "a test file"), "[limits]\n");  // read, not mapped
+  try {
+    write_file_atomic(in, "a report");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("got the same file as the input"), std::string::npos) << e.what();
+  }
+  forget_input(in);
+  set_input_guard(false);
+  EXPECT_EQ(slurp(in), "[limits]\n");
+  // Up front, read or not: by device and inode (a hard link too); empty and new paths are fine.
+  std::filesystem::create_hard_link(in, link);
+  EXPECT_NO_THROW(check_outputs_apart({in, ""}, {"", dir + "new.json", other}));
+  try {
+    check_outputs_apart({other, in}, {dir + "new.json", link});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              link + ": output: expected a path that is not one of the inputs, got the same file as the input " + in +
+                  " (refusing to overwrite it)");
+  }
+}
+
+TEST(TextSafe, PrintedThroughTerminalSafe) {
+  const std::string path = ::testing::TempDir() + "kc_print_safe.txt";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  printf_safe(f, "%-6s|%d\n", "a\x1b[2J", 7);
+  print_safe(f, "model \x1b]0;x\x07\n");
+  std::fclose(f);
+  EXPECT_EQ(slurp(path), "a\\x1b[2J |7\nmodel \\x1b]0;x\\x07\n");
+}
+
 TEST(TextSafe, Utf8XmlAndTerminal) {
   EXPECT_EQ(valid_utf8("a\xff" "b\xc3\xa9\xe2\x82"), "a\xEF\xBF\xBD" "b\xc3\xa9\xEF\xBF\xBD\xEF\xBF\xBD");
   EXPECT_EQ(valid_utf8("\xed\xa0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate

@@ -102,6 +102,9 @@ TEST(Npy, VoidTypesNeedAMatchingHint) {
   EXPECT_EQ(t.shape, std::vector<std::int64_t>{2});
   expect_error([&] { parse(img, DType::float8_e4m3fn); },
                {"t.npy: descr", "1 bytes per element for float8_e4m3fn"});
+  // numpy names its own types ('<f2'): a void type given one of them is another type's bits.
+  expect_error([&] { parse(img, DType::float16); }, {"t.npy: descr: expected '<f2' for float16", "got '<V2'"});
+  expect_error([&] { parse(img, DType::int16); }, {"expected '<i2' for int16"});
   // A native descr with a different hint is refused, except hifloat32 over '<f4' (same bit pattern).
   const std::string f4 = npy_image(dict("<f4", "(1,)"), std::string(4, '\0'));
   EXPECT_EQ(parse(f4, DType::hifloat32).dtype, DType::hifloat32);

@@ -86,7 +86,7 @@ TEST(Cases, FileRowsResolvePathsAndLegacyFields) {
 TEST(Cases, ErrorsNameFileLineColumnAndField) {
   EXPECT_EQ(
       error_of("actual,golden,colour\na,b,red\n"),
-      "c.csv:1:15: header: expected column names among name, actual, golden, third, dtype, shape, compare, "
+      "c.csv:1:15: header: expected column names among name, actual, golden, third, dtype, shape, flat, compare, "
       "op, "
       "precision_tolerances, absolute_precision, shapes, seed, dist, candidate, reference, params (a header "
       "row is required), got \"colour\"");
@@ -118,7 +118,7 @@ TEST(Cases, ErrorsNameFileLineColumnAndField) {
   EXPECT_EQ(error_of("actual,golden\n"),
             "c.csv: rows: expected at least one case after the header, got none");
   EXPECT_EQ(error_of(""),
-            "c.csv: header: expected a header row (name, actual, golden, third, dtype, shape, compare, "
+            "c.csv: header: expected a header row (name, actual, golden, third, dtype, shape, flat, compare, "
             "op, precision_tolerances, absolute_precision, shapes, seed, dist, candidate, reference, "
             "params), got an empty file");
 }

@@ -60,11 +60,18 @@ def load_exchanges(path):
     return out
 
 
-class LocalServer:
-    """An HTTP server on 127.0.0.1 (a free port) in a thread, for `with`; subclasses call listen(Handler)."""
+def port_of(url):
+    """The port of http://127.0.0.1:PORT: a resumed recording must reach the server at the same URL (the
+    checkpoints are keyed by it)."""
+    return int(url.rsplit(":", 1)[1])
 
-    def listen(self, handler):
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+
+class LocalServer:
+    """An HTTP server on 127.0.0.1 (port 0: a free port) in a thread, for `with`; subclasses call
+    listen(Handler, port)."""
+
+    def listen(self, handler, port=0):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -82,7 +89,7 @@ class ReplayServer(LocalServer):
     """Serves `exchanges` (key → response text). `fault(key, n)` (n: how many requests so far, 1-based)
     may return None (serve normally), ("status", code), ("body", text) or ("hang", seconds)."""
 
-    def __init__(self, exchanges, fault=None):
+    def __init__(self, exchanges, fault=None, port=0):
         self.exchanges = exchanges
         self.fault = fault
         self.count = 0
@@ -122,7 +129,7 @@ class ReplayServer(LocalServer):
             def do_POST(self):
                 self._serve(self.rfile.read(int(self.headers.get("Content-Length", 0))))
 
-        self.listen(Handler)
+        self.listen(Handler, port)
 
 
 def record(upstream, out_path, port):

@@ -51,7 +51,7 @@ class SglangServer(LocalServer):
     """`fault(kind, n)` (kind: "prefill" when logprob_start_len is 0, else "decode"; n: requests so far,
     1-based) may return None, ("status", code) or ("body", fn(text) -> text)."""
 
-    def __init__(self, tool, model, fault=None, model_path="SmolLM2-135M-Instruct"):
+    def __init__(self, tool, model, fault=None, model_path="SmolLM2-135M-Instruct", port=0):
         self.tool, self.model, self.fault, self.model_path = str(tool), str(model), fault, model_path
         self.rows = {}        # tuple(input_ids) -> f32 logits [len, V] of that request's computation
         self.held = set()     # the radix cache: token sequences whose KV an earlier request left
@@ -98,7 +98,7 @@ class SglangServer(LocalServer):
                     text = f[1](text)
                 self._send(200, text)
 
-        self.listen(Handler)
+        self.listen(Handler, port)
 
     def __exit__(self, *a):
         super().__exit__(*a)

@@ -239,7 +239,8 @@ def test_float_vs_integer_binary(tmp_path):
 def test_shape_mismatch(tmp_path):
     np.save(tmp_path / "a.npy", np.zeros((3, 4), np.float32))
     np.save(tmp_path / "g.npy", np.zeros((3, 5), np.float32))
-    _bad(kc(tmp_path / "a.npy", tmp_path / "g.npy"), "a.npy", "element count")
+    _bad(kc(tmp_path / "a.npy", tmp_path / "g.npy"), "a.npy: shape: expected [3, 5]", "got [3, 4]")
+    _bad(kc(tmp_path / "a.npy", tmp_path / "g.npy", "--flat"), "a.npy", "element count")
     c = tmp_path / "c.csv"
     c.write_text("op,shapes\nmatmul,4x8;9x2\n")
     _bad(kc("-i", c), "c.csv:2", "op matmul: input b")

@@ -125,6 +125,42 @@ def test_tensor_verdicts_beside_the_noise_runs(golden, tmp_path):
         assert s["compare"]["cand_pass"] == (s["layer"] < 2), s  # the rounded state propagates downstream
 
 
+@pytest.fixture(scope="module")
+def deep_golden(tmp_path_factory):
+    """Segments of 160 positions: attention past one flash key block (64 keys), where attn=flash hands its P
+    to the hook one block at a time and never whole."""
+    d = tmp_path_factory.mktemp("loc160")
+    (d / "prose.txt").write_text(PROSE)
+    (d / "code.py").write_text(CODE)
+    kc("corpus", "build", "--tokenizer", MODEL, "--depths", "160", "--segments-per-depth", "2", "--decode-last", "8",
+       "--prose", d / "prose.txt", "--code", d / "code.py", "-o", d / "c.kcc")
+    kc("record", "--model", MODEL, "--corpus", d / "c.kcc", "-o", d / "g.kcg")
+    return d / "g.kcg"
+
+
+@pytest.mark.parametrize("noise", [("order=1", "attn=flash", "order=2"), ("order=1", "attn=flash")])
+def test_a_flash_floor_run_leaves_out_what_it_never_holds(deep_golden, tmp_path, noise):
+    """The demo's floor has a flash-attention run: its attn.p (never whole) is left out for that run, with a
+    note, and the rounding in layer 3's attn.out is still named; with 2 noise runs attn.p is not tested."""
+    flags = [x for v in noise for x in ("--noise-variant", v)]
+    r, rep, html = locate(deep_golden, tmp_path, "round:attn.out@3=3", "--positions", "100:160", noise=flags)
+    assert r.returncode == 1, r.stdout
+    assert rep["first"]["prefill"]["layer"] == 3 and rep["first"]["prefill"]["name"] == "attn.out", rep["first"]
+    assert "note: attn.p (layers 3, 7, prefill and decode): attn=flash reports it in pieces" in r.stdout, r.stdout
+    p_sites = [s for s in rep["sites"] if s["name"] == "attn.p"]
+    if len(noise) == 3:
+        assert len(p_sites) == 4 and all(s["noise_runs"] == ["order=1", "order=2"] and len(s["noise"]) == 2
+                                         for s in p_sites)
+    else:
+        assert p_sites == [] and any("attn.p (layers 3, 7, prefill and decode): not tested" in n for n in rep["notes"])
+    others = [s for s in rep["sites"] if s["name"] != "attn.p"]
+    assert all(s["noise_runs"] == list(noise) and len(s["noise"]) == len(noise) for s in others)
+    assert "attn=flash reports it in pieces" in html
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(ROOT) / "python" / "kerncheck" / "schemas" / "locate.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(rep)
+
+
 @pytest.mark.parametrize("flags, needle", [
     (("--variant", "order=3", "--noise-variant", "order=1"), "--noise-variant: expected at least 2"),
     (("--variant", "order=3", "--noise-variant", "order=1", "--noise-variant", "order=1"), "expected distinct"),

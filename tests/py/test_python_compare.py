@@ -288,3 +288,13 @@ def test_unsupported_dtype_and_layout_raise_cleanly():
         kerncheck.compare(torch.ones(4, dtype=torch.float8_e4m3fnuz), torch.ones(4, dtype=torch.float8_e4m3fnuz))
     with pytest.raises(ValueError, match="layout"):
         kerncheck.compare(t.to_sparse(), t.to_sparse())
+
+
+def test_python_compare_refuses_a_shape_mismatch():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with pytest.raises(kerncheck.Error, match=r"shape: expected \[4, 3\]"):
+        kerncheck.compare(a, a.reshape(4, 3))
+    assert kerncheck.compare(a, a.reshape(4, 3), flat=True).passed
+    from kerncheck.testing import CloseError, assert_close
+    with pytest.raises(CloseError, match="attribute 'shape' do not match"):
+        assert_close(a, a.reshape(4, 3))

@@ -174,3 +174,49 @@ def test_pytest_failure_is_short_and_hides_kerncheck_frames(tmp_path):
     assert "kerncheck/testing.py" not in r.stdout and "_compare.py" not in r.stdout, r.stdout
     fail_block = r.stdout.split("___ test_kernel ___")[1].split("short test summary")[0]
     assert len(fail_block.splitlines()) <= 30, r.stdout
+
+
+# ---- assert_close renders every non-finite figure ------------------------------------------------------------------
+def _positions(n):
+    return {"first": [0], "middle": [n // 2], "last": [n - 1], "all": list(range(n))}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, ml_dtypes.bfloat16])
+def test_assert_close_renders_nan_and_inf_everywhere(dtype):
+    """Every non-finite value, position class and side: a pass exactly when both hold the same non-finite
+    values at the same places (kerncheck counts a NaN against a NaN as matched), else a CloseError whose
+    counts are numpy's and whose figures all render; never another exception."""
+    n = 16
+    cases = 0
+    for where, pos in _positions(n).items():
+        for va, vg in [(np.nan, None), (None, np.nan), (np.inf, None), (None, -np.inf), (np.nan, np.nan),
+                       (np.inf, np.inf), (-np.inf, np.inf), (np.nan, np.inf)]:
+            a = np.linspace(0.5, 2.0, n).astype(dtype)
+            g = a.copy()
+            if va is not None:
+                a[pos] = va
+            if vg is not None:
+                g[pos] = vg
+            af, gf = a.astype(np.float64), g.astype(np.float64)
+            same = (np.isnan(af) & np.isnan(gf)) | (af == gf)
+            bad = int((~same).sum())
+            try:
+                assert_close(a, g)
+                ok = True
+            except CloseError as e:
+                ok, text = False, str(e)
+            cases += 1
+            assert ok == (bad == 0), (where, va, vg)
+            if not ok:
+                assert f"Mismatched elements: {bad} / {n}" in text, text
+                assert f"nonfinite_mismatches {bad} <= 0 FAIL" in text, text
+                for line in text.splitlines():
+                    if line.startswith("Greatest"):
+                        float(line.split("difference: ")[1].split(" ")[0])  # a number, nan or inf
+    assert cases == 32
+
+
+def test_compare_figures_are_numbers_even_when_non_finite():
+    r = kerncheck.compare(np.array([np.nan, 1.0], np.float32), np.array([1.0, 1.0], np.float32))
+    assert all(isinstance(f.value, float) for f in r.figures)
+    assert np.isinf(r.figure("max_abs_error").value)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from engine_replay import ReplayServer, load_exchanges, same_tensors
+from engine_replay import ReplayServer, load_exchanges, port_of, same_tensors
 from kc_env import kc
 
 DATA = Path(os.environ.get("KC_TEST_DATA", Path(__file__).resolve().parents[1] / "data")) / "server"
@@ -171,8 +171,9 @@ def test_interrupted_run_resumes_without_asking_again(tmp_path):
     with ReplayServer(EX, fault=lambda key, n: ("status", 503) if third in key else None) as srv:
         r = record(srv.url, tmp_path / "c.st", "--retries", "0")
     assert r.returncode == 3 and "HTTP 503" in r.stderr
-    assert sorted(os.listdir(tmp_path / "c.st.partial")) == ["manifest.json", "seg-00000.jsonl", "seg-00001.jsonl"]
-    with ReplayServer(EX) as srv:
+    assert sorted(os.listdir(tmp_path / "c.st.partial")) == ["lock", "manifest.json", "seg-00000.safetensors",
+                                                           "seg-00001.safetensors"]
+    with ReplayServer(EX, port=port_of(srv.url)) as srv:
         assert record(srv.url, tmp_path / "c.st").returncode == 0
         asked = srv.keys
     want = {"/v1/models"}

@@ -20,7 +20,7 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import load_file
 
-from engine_replay import ReplayServer, load_exchanges, same_tensors
+from engine_replay import ReplayServer, load_exchanges, port_of, same_tensors
 from kc_env import kc, log_softmax, smollm2_path
 from sglang_server import SglangServer
 
@@ -35,8 +35,8 @@ pytestmark = pytest.mark.skipif(not MODEL.exists() or not TOOL.exists(),
                                 reason=f"needs the SmolLM2 GGUF ({MODEL}) and {TOOL}")
 
 
-def server(fault=None):
-    return SglangServer(TOOL, MODEL, fault=fault)
+def server(fault=None, port=0):
+    return SglangServer(TOOL, MODEL, fault=fault, port=port)
 
 
 def record(url, out, *extra):
@@ -189,8 +189,9 @@ def test_interrupted_run_resumes_without_asking_again(tmp_path):
     with server(fault=lambda k, n: ("status", 503) if n == 3 else None) as srv:
         r = record(srv.url, tmp_path / "c.st", "--retries", "0", "--phase", "prefill")
     assert r.returncode == 3 and "HTTP 503" in r.stderr and not (tmp_path / "c.st").exists()
-    assert sorted(os.listdir(tmp_path / "c.st.partial")) == ["manifest.json", "seg-00000.jsonl", "seg-00001.jsonl"]
-    with server() as srv:
+    assert sorted(os.listdir(tmp_path / "c.st.partial")) == ["lock", "manifest.json", "seg-00000.safetensors",
+                                                           "seg-00001.safetensors"]
+    with server(port=port_of(srv.url)) as srv:
         assert record(srv.url, tmp_path / "c.st", "--phase", "prefill").returncode == 0
         assert [ids for _, ids, _, _ in srv.requests] == [third, windows()[3]]  # segments 0, 1: checkpoints
     with server() as srv:
@@ -225,7 +226,7 @@ def test_repeat_resumes_after_a_failure(tmp_path):
     assert r.returncode == 3 and "HTTP 503" in r.stderr
     assert (tmp_path / "c.1.st").exists() and not (tmp_path / "c.2.st").exists()
     first = (tmp_path / "c.1.st").read_bytes()
-    with server() as srv:
+    with server(port=port_of(srv.url)) as srv:
         r = record(srv.url, tmp_path / "c.st", "--phase", "prefill", "--repeat", "2")
         n_requests = len(srv.requests)
     assert r.returncode == 0, r.stderr
@@ -234,7 +235,7 @@ def test_repeat_resumes_after_a_failure(tmp_path):
     assert (tmp_path / "c.1.st").read_bytes() == first
     same_tensors(tmp_path / "c.1.st", tmp_path / "c.2.st")
     # Another request (here the phase) is another recording: both repetitions are asked for again.
-    with server() as srv:
+    with server(port=port_of(srv.url)) as srv:
         r = record(srv.url, tmp_path / "c.st", "--phase", "both", "--repeat", "2")
         assert r.returncode == 0, r.stderr
         assert "kept" not in r.stdout and sum(kind == "prefill" for kind, *_ in srv.requests) == 2 * w

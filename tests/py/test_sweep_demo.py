@@ -143,7 +143,7 @@ def test_demo_tiny(setup):
     assert r.returncode in (0, 1), r.stderr
     s = json.loads((out / "summary.json").read_text())
     names = [x["name"] for x in s["runs"]]
-    assert names == ["bf16", "bf16-flash", "order-1", "order-2", "order-3", "order-4", "p-bf16", "p-f16", "p-fp8",
+    assert names == ["bf16", "bf16-flash", "order-1", "order-2", "order-3", "order-4", "order-5", "order-6", "p-bf16", "p-f16", "p-fp8",
                      "p-fp8-flash", "p-fp8x448", "p-fp8x256"]
     assert len(s["expectations"]) == 4
     assert (r.returncode == 0) == all(e["held"] for e in s["expectations"])
