@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: set up, build, fetch SmolLM2-135M and run `kerncheck demo` (seed 000's
+# The main job on a fresh machine: set up, build, fetch SmolLM2-135M and run `kerncheck demo` (the
 # attention experiments end to end; docs/demo.md). Idempotent: setup.sh installs only what is missing, the
 # model is fetched once, and the demo reuses every finished file in its output folder.
 #   scripts/demo.sh                     quick preset (≤ 15 min on 2 cores), output in kerncheck-demo/

@@ -1,4 +1,4 @@
-// kerncheck demo: seed 000's attention experiments end to end on SmolLM2 (lab/demo.h, docs/demo.md).
+// kerncheck demo: the attention-precision experiments end to end on SmolLM2 (lab/demo.h, docs/demo.md).
 #include "cli/command.h"
 #include "cli/judge_flags.h"
 #include "core/error.h"
@@ -50,6 +50,6 @@ int run(int argc, char** argv) {
 }
 
 kc::cli::Registrar reg({"demo",
-                        "the main demo: seed 000's attention experiments on SmolLM2, judged and swept", run});
+                        "the main demo: attention-precision experiments on SmolLM2, judged and swept", run});
 
 }  // namespace

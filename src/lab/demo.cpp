@@ -40,7 +40,7 @@ struct Preset {
 
 // quick: the corpus preset quick (3 072 positions) and a 6-width sweep of attention P — 15 records in all,
 // sized to fit 15 minutes on the 2-core development machine. P is the tensor the bf16 base leaves in f32,
-// so its sweep shows how many bits P needs (seed 000: bf16 P, 7 bits, sits at the floor).
+// so its sweep shows how many bits P needs (bf16 P, 7 bits, sits at the floor).
 Preset preset_of(const std::string& name) {
   if (name == "quick") return {"quick", {}, 0, 0, "attn.p", "8,6,5,4,3,2"};
   if (name == "full") return {"full", {}, 0, 0, "attn.p", "10..2"};
@@ -296,7 +296,7 @@ int run_demo(const DemoOptions& o) {
                   j.th_report.headline.c_str());
   }
   printf_safe(stdout, "\n%s", render_sweep_text(sweep).c_str());
-  printf_safe(stdout, "\nExpectations (seed 000):\n");
+  printf_safe(stdout, "\nExpectations:\n");
   for (const auto& e : ex)
     printf_safe(stdout, "  [%s] %s — %s\n", e.held ? "held" : "NOT held", e.text.c_str(), e.detail.c_str());
 
