@@ -13,7 +13,7 @@ int run(int argc, char** argv) {
   app.name(argv[0]);
   kc::DemoOptions o;
   app.add_option("--preset", o.preset,
-                 "quick (≤ 15 min on 2 cores), deep (KL by depth to 8 192 tokens) or full (the full corpus; "
+                 "quick (≤ 10 min on 2 idle cores), deep (KL by depth to 8 192 tokens) or full (the full corpus; "
                  "hours)")
       ->capture_default_str();
   app.add_option("--out-dir", o.out_dir, "output folder (finished files there are reused)")
