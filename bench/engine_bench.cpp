@@ -3,8 +3,9 @@
 //   kc_engine_bench sgemm N                       machine rate: one cblas_sgemm N×N×N with OpenBLAS on
 //                                                 kc::thread_count() threads, our fixed-tile gemm_nt and
 //                                                 the packed GEMM of the Llama engine (packed_gemm)
-//   kc_engine_bench model MODEL PREFILL DECODE [f32]   prefill PREFILL tokens, then DECODE decode steps
-//                                                 (quantized GEMVs where the GGUF allows; f32: the f32 ones)
+//   kc_engine_bench model MODEL PREFILL DECODE [f32|bf16]   prefill PREFILL tokens, then DECODE decode steps
+//                                                 (quantized GEMVs where the GGUF allows; f32: the f32 ones;
+//                                                 bf16: weights rounded to bf16, held as bf16 panels)
 //   kc_engine_bench memory MODEL T                one T-token prefill, logits discarded; reports maxrss
 //   kc_engine_bench profile MODEL T               one T-token prefill timed per op (wall and process CPU
 //                                                 seconds between the named-tensor hook events)
@@ -20,6 +21,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <random>
 #include <string>
@@ -115,12 +117,23 @@ double cpu_seconds() {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
-// f32_decode: drop the quantized decode path (as the lab's for_each_weight does), for an A/B of the GEMVs.
-int bench_model(const std::string& path, std::size_t n_prefill, std::size_t n_decode, bool f32_decode) {
+// weights "f32": drop the quantized decode path (as the lab's for_each_weight does), for an A/B of the GEMVs;
+// "bf16": also round every weight to bf16, as the lab's bf16 base does (the packed matrices are then held as
+// bf16 panels: half the bytes a decode step reads); "": the GGUF as loaded.
+int bench_model(const std::string& path, std::size_t n_prefill, std::size_t n_decode, const std::string& weights) {
   auto t = clock_type::now();
   auto model = kc::LlamaModel::load(path);
   const double t_load = seconds_since(t);
-  if (f32_decode) model.for_each_weight([](const std::string&, std::span<float>) {});
+  if (weights == "f32") model.for_each_weight([](const std::string&, std::span<float>) {});
+  if (weights == "bf16")
+    model.for_each_weight([](const std::string&, std::span<float> w) {
+      for (float& v : w) {  // round to nearest even bf16 (finite weights)
+        std::uint32_t u;
+        std::memcpy(&u, &v, 4);
+        u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+        std::memcpy(&v, &u, 4);
+      }
+    });
   const auto ids = bench_tokens(n_prefill + n_decode, model.config().n_vocab);
   // A sink that takes the logits: an empty one would skip the LM head, which prefill_flops counts.
   const kc::LogitsSink take = [](std::size_t, std::size_t, std::span<const float>) {};
@@ -288,15 +301,15 @@ int main(int argc, char** argv) {
   try {
     const std::string cmd = argc > 1 ? argv[1] : "";
     if (cmd == "sgemm" && argc == 3) return bench_sgemm(std::stoul(argv[2]));
-    if (cmd == "model" && (argc == 5 || (argc == 6 && std::string(argv[5]) == "f32")))
-      return bench_model(argv[2], std::stoul(argv[3]), std::stoul(argv[4]), argc == 6);
+    if (cmd == "model" && (argc == 5 || (argc == 6 && (std::string(argv[5]) == "f32" || std::string(argv[5]) == "bf16"))))
+      return bench_model(argv[2], std::stoul(argv[3]), std::stoul(argv[4]), argc == 6 ? argv[5] : "");
     if (cmd == "memory" && argc == 4) return bench_memory(argv[2], std::stoul(argv[3]));
     if (cmd == "profile" && argc == 4) return bench_profile(argv[2], std::stoul(argv[3]));
     if (cmd == "bandwidth" && argc == 3) return bench_bandwidth(std::stoul(argv[2]));
     if (cmd == "record-work" && (argc == 4 || argc == 5))
       return bench_record_work(argv[2], argv[3], argc == 5 ? std::stoi(argv[4]) : 0);
     std::fprintf(stderr,
-                 "usage: kc_engine_bench sgemm N | model MODEL PREFILL DECODE [f32] | memory MODEL T | "
+                 "usage: kc_engine_bench sgemm N | model MODEL PREFILL DECODE [f32|bf16] | memory MODEL T | "
                  "profile MODEL T | bandwidth MB | record-work MODEL CORPUS [BATCH]\n");
     return 2;
   } catch (const kc::Error& e) {
