@@ -1,0 +1,183 @@
+// The depth profile and its onset (docs/judge.md, "Depth profile and onset"): the candidate's KL mean against
+// the floor's in fine depth buckets, each bucket's paired test (the floor test's, on the bucket's positions),
+// and the first depth from which every bucket to the deepest is outside the floor's spread.
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "judge/evidence.h"
+
+namespace kc::evidence {
+
+namespace {
+
+constexpr int kOnsetResamples = 200;               // segment bootstrap of the onset
+constexpr std::uint64_t kOnsetSeed = 0x6f6e736574;  // fixed: the same report for the same inputs
+
+// Fine depth buckets (profile_bucket) merged from the shallow end until each group holds ≥ min positions of
+// the candidate; a shallower remainder at the deep end joins the last group. group_of[fine] = group or -1.
+struct Groups {
+  std::vector<int> group_of;
+  std::vector<std::pair<int, int>> fine;  // first and last fine bucket of each group
+};
+Groups make_groups(const JudgeAccumulator& cand, std::int64_t min_positions) {
+  std::vector<std::uint64_t> n;
+  for (const auto& seg : cand.segment_depths)
+    for (const SegmentDepthSum& d : seg) {
+      if (static_cast<std::size_t>(d.bucket) >= n.size()) n.resize(d.bucket + 1, 0);
+      n[d.bucket] += d.n;
+    }
+  Groups g;
+  g.group_of.assign(n.size(), -1);
+  std::uint64_t have = 0;
+  int first = -1;
+  for (int f = 0; f < static_cast<int>(n.size()); ++f) {
+    if (!n[f]) continue;
+    if (first < 0) first = f;
+    have += n[f];
+    if (have >= static_cast<std::uint64_t>(min_positions)) {
+      g.fine.emplace_back(first, f);
+      first = -1, have = 0;
+    }
+  }
+  if (first >= 0 && !g.fine.empty()) g.fine.back().second = static_cast<int>(n.size()) - 1;
+  for (int b = 0; b < static_cast<int>(g.fine.size()); ++b)
+    for (int f = g.fine[b].first; f <= g.fine[b].second; ++f) g.group_of[f] = b;
+  return g;
+}
+
+// sums[group][segment]: one run's Σ KL and count per segment in each group.
+using GroupSums = std::vector<std::vector<SegmentSum>>;
+GroupSums group_sums(const JudgeAccumulator& a, const Groups& g) {
+  GroupSums s(g.fine.size(), std::vector<SegmentSum>(a.n_segments));
+  for (int j = 0; j < a.n_segments; ++j)
+    for (const SegmentDepthSum& d : a.segment_depths[j]) {
+      const int b = static_cast<std::size_t>(d.bucket) < g.group_of.size() ? g.group_of[d.bucket] : -1;
+      if (b < 0) continue;  // a depth the candidate has no finite position at
+      s[b][j].kl.merge(d.kl);
+      s[b][j].n += d.n;
+    }
+  return s;
+}
+
+// The paired test of one group over the segments `pick` (all of them, or a resample): t, df (NaN t when
+// the floor has no spread there).
+Paired bucket_test(const GroupSums& cand, const std::vector<GroupSums>& floor, int b,
+                   const std::vector<int>& pick, std::int64_t* n, int* segments) {
+  auto take = [&](const GroupSums& run, std::int64_t* n_out, int* segments_out) {
+    std::vector<SegmentSum> v;
+    v.reserve(pick.size());
+    for (int j : pick) v.push_back(run[b][j]);
+    return contributions(v, n_out, segments_out);
+  };
+  const std::vector<double> xc = take(cand, n, segments);
+  std::vector<std::vector<double>> xf;
+  for (const GroupSums& f : floor) xf.push_back(take(f, nullptr, nullptr));
+  std::vector<const std::vector<double>*> fp;
+  for (auto& x : xf) fp.push_back(&x);
+  return paired_test(xc, fp);
+}
+
+// The onset rule: the first bucket of the run of buckets with t > c that reaches the deepest; -1 if the
+// deepest bucket is not outside.
+int onset_of(const std::vector<double>& t, double c) {
+  int b = static_cast<int>(t.size());
+  while (b > 0 && t[b - 1] > c) --b;
+  return b == static_cast<int>(t.size()) ? -1 : b;
+}
+
+void find_onset(DepthProfile& P, const GroupSums& cand, const std::vector<GroupSums>& floor, double alpha,
+                int n_segments) {
+  DepthOnset& on = P.onset;
+  std::vector<double> t;
+  bool spread = false;
+  for (const DepthBucket& b : P.buckets) {
+    t.push_back(b.t);
+    spread |= std::isfinite(b.t);
+  }
+  if (!spread) return;
+  on.tested = true;
+  on.df = static_cast<double>(floor.size()) - 1;
+  on.t_critical = student_t_quantile(1 - alpha, on.df);
+  for (std::size_t b = 0; b < P.buckets.size(); ++b) P.buckets[b].outside = t[b] > on.t_critical;
+  on.bucket = onset_of(t, on.t_critical);
+  on.found = on.bucket >= 0;
+  if (on.found) {
+    on.depth = P.buckets[on.bucket].lo;
+    double c = 0, f = 0;
+    for (std::size_t b = on.bucket; b < P.buckets.size(); ++b) {
+      c += P.buckets[b].cand * static_cast<double>(P.buckets[b].n);
+      f += P.buckets[b].floor_mean * static_cast<double>(P.buckets[b].n);
+    }
+    on.ratio_after = f > 0 ? c / f : NAN;
+  }
+  // Its uncertainty over the corpus: the same rule on the segments resampled with replacement.
+  std::vector<int> segs;
+  for (int j = 0; j < n_segments; ++j)
+    for (const auto& g : cand)
+      if (g[j].n) {
+        segs.push_back(j);
+        break;
+      }
+  std::mt19937_64 rng(kOnsetSeed);
+  std::vector<std::int64_t> found;
+  std::vector<int> pick(segs.size());
+  for (int r = 0; r < kOnsetResamples; ++r) {
+    for (int& j : pick) j = segs[rng() % segs.size()];
+    std::vector<double> tr;
+    for (std::size_t b = 0; b < P.buckets.size(); ++b)
+      tr.push_back(bucket_test(cand, floor, static_cast<int>(b), pick, nullptr, nullptr).t);
+    const int o = onset_of(tr, on.t_critical);
+    if (o >= 0) found.push_back(P.buckets[o].lo);
+  }
+  on.resamples = kOnsetResamples;
+  on.found_share = static_cast<double>(found.size()) / kOnsetResamples;
+  if (!found.empty()) {
+    std::sort(found.begin(), found.end());
+    const double last = static_cast<double>(found.size() - 1);
+    on.lo = found[static_cast<std::size_t>(std::floor(0.05 * last))];
+    on.hi = found[static_cast<std::size_t>(std::ceil(0.95 * last))];
+  }
+}
+
+}  // namespace
+
+void depth_profile(JudgeReport& R, const JudgeAccumulator& cand, const std::vector<JudgeAccumulator>& noise) {
+  DepthProfile& P = R.depth_profile;
+  P.kept = cand.has_segment_depths &&
+           std::all_of(noise.begin(), noise.end(), [](const JudgeAccumulator& a) { return a.has_segment_depths; });
+  if (!P.kept) return;
+  const Groups g = make_groups(cand, R.options.min_split_center);
+  const GroupSums cs = group_sums(cand, g);
+  std::vector<GroupSums> fs;
+  for (const JudgeAccumulator& a : noise) fs.push_back(group_sums(a, g));
+  std::vector<int> all(cand.n_segments);
+  for (int j = 0; j < cand.n_segments; ++j) all[j] = j;
+  for (int b = 0; b < static_cast<int>(g.fine.size()); ++b) {
+    DepthBucket db;
+    db.lo = profile_bucket_lower(g.fine[b].first);
+    db.hi = profile_bucket_lower(g.fine[b].second + 1);
+    const std::vector<double> xc = contributions(cs[b], &db.n, &db.segments);
+    db.cand = 0;
+    for (double x : xc) db.cand += x;
+    if (!fs.empty()) {
+      double sum = 0, lo = INFINITY, hi = -INFINITY;
+      for (const GroupSums& f : fs) {
+        double m = 0;
+        for (double x : contributions(f[b], nullptr, nullptr)) m += x;
+        sum += m, lo = std::min(lo, m), hi = std::max(hi, m);
+      }
+      db.floor_mean = sum / static_cast<double>(fs.size()), db.floor_lo = lo, db.floor_hi = hi;
+    }
+    if (fs.size() >= 2) {
+      const Paired p = bucket_test(cs, fs, b, all, nullptr, nullptr);
+      db.floor_mean = p.floor_mean;  // the floor test's mean (exact for identical runs)
+      db.df = p.df;
+      if (std::isfinite(p.t)) db.t = p.t, db.p_value = student_t_cdf(-p.t, p.df);
+    }
+    P.buckets.push_back(db);
+  }
+  if (fs.size() >= 2 && !P.buckets.empty()) find_onset(P, cs, fs, R.options.onset_alpha, cand.n_segments);
+}
+
+}  // namespace kc::evidence
