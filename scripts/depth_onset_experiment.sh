@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The depth onset's experiment (EXPERIMENTS.md, "The depth onset"; docs/judge.md, "Depth profile and
 # onset"): on SmolLM2-135M with kerncheck's engine, a corpus of windows 4 096 tokens deep, a floor of
-# equally correct implementations (bf16+order=1 … 10), and regressions that act only beyond a depth D
+# equally correct implementations (bf16+order=1 … 8), and regressions that act only beyond a depth D
 # (bf16+bug:deep_score@D=S at D = 1000, 2000, 3000, S = 0.02 and 0.05). Then:
-#   - onset: each regression judged against the floor of the ten runs: the depth profile's onset against D;
-#   - benign: each floor run judged against floors of eight of the other nine (9 floors each, 90 judgments):
+#   - onset: each regression judged against the floor of the eight runs: the depth profile's onset against D;
+#   - benign: each floor run judged against floors of six of the other seven (7 floors each, 56 judgments):
 #     how often an onset is reported where there is none (and the verdicts).
 #   scripts/depth_onset_experiment.sh MODEL OUT_DIR
 #     MODEL    SmolLM2-135M (scripts/fetch_smollm2.sh prints its path)
 #     OUT_DIR  where the corpus, golden, runs, reports and the summary (summary.json, summary.md) go
 # Environment: KC_BIN (default build/src/kerncheck), PYTHON (default .venv/bin/python), KC_ONSET_STAGE=record
 # (record only, no judging). Resumable: every file that exists is kept (record's checkpoints resume a run
-# cut short). Cost: 22 records of 32 768 positions, ~3 min each on 2 idle cores; the judging ~2 min.
+# cut short). Cost: 15 records of 32 768 positions (the f32 golden included), ~3.5 min each on 2 idle
+# cores, ~10 min on 2 busy ones; the judging ~2 min.
 set -euo pipefail
 if [ $# -ne 2 ]; then
   echo "usage: $0 MODEL OUT_DIR" >&2
@@ -24,7 +25,7 @@ mkdir -p "$OUT"/runs "$OUT"/reports "$OUT"/logs
 OUT=$(cd "$OUT" && pwd)
 KC=${KC_BIN:-$ROOT/build/src/kerncheck}
 PY=${PYTHON:-$ROOT/.venv/bin/python}
-FLOOR_RUNS=10
+FLOOR_RUNS=8
 DEPTHS=(1000 2000 3000)
 STRENGTHS=(0.02 0.05)
 
@@ -69,7 +70,7 @@ log "judging the regressions against the floor of $FLOOR_RUNS runs"
 for s in "${STRENGTHS[@]}"; do
   for d in "${DEPTHS[@]}"; do judge "$OUT/runs/deep$d-$s.kcc" "$OUT/reports/deep$d-$s.json" "${all_floor[@]}"; done
 done
-log "judging each floor run against floors of eight of the other nine"
+log "judging each floor run against floors of six of the other seven"
 for c in $(seq 1 $FLOOR_RUNS); do
   for left in $(seq 1 $FLOOR_RUNS); do
     [ "$left" = "$c" ] && continue

@@ -1,6 +1,6 @@
 // The depth profile and its onset (docs/judge.md, "Depth profile and onset"): the candidate's KL mean against
 // the floor's in fine depth buckets, each bucket's paired test (the floor test's, on the bucket's positions),
-// and the first depth from which every bucket to the deepest is outside the floor's spread.
+// and the depth from which the candidate stays outside the floor's spread.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -78,12 +78,22 @@ Paired bucket_test(const GroupSums& cand, const std::vector<GroupSums>& floor, i
   return paired_test(xc, fp);
 }
 
-// The onset rule: the first bucket of the run of buckets with t > c that reaches the deepest; -1 if the
-// deepest bucket is not outside.
+// The onset rule (docs/judge.md, "Depth profile and onset"), on the buckets' paired t in depth order and
+// the critical value c: none unless the deepest bucket is outside (t > c), which alone sets the false-alarm
+// rate; then the start of the deep run of buckets that maximises Σ (min(t, 2c) − c) from it to the deepest —
+// the cumulative-sum change point, the maximum-likelihood start of a shift of 2c in t: every bucket it adds
+// at the shallow end is outside on balance, and one bucket that dips under c deeper down does not move it
+// (a bucket without spread counts as t = 0). The cap keeps one extreme bucket from pulling it shallower.
+// Returns the bucket index or -1.
 int onset_of(const std::vector<double>& t, double c) {
-  int b = static_cast<int>(t.size());
-  while (b > 0 && t[b - 1] > c) --b;
-  return b == static_cast<int>(t.size()) ? -1 : b;
+  if (t.empty() || !(t.back() > c)) return -1;
+  double run = 0, best = -INFINITY;
+  int at = -1;
+  for (int b = static_cast<int>(t.size()) - 1; b >= 0; --b) {
+    run += (std::isfinite(t[b]) ? std::min(t[b], 2 * c) : 0.0) - c;
+    if (run > best) best = run, at = b;  // ties keep the deeper start
+  }
+  return at;
 }
 
 void find_onset(DepthProfile& P, const GroupSums& cand, const std::vector<GroupSums>& floor, double alpha,
@@ -111,6 +121,7 @@ void find_onset(DepthProfile& P, const GroupSums& cand, const std::vector<GroupS
     }
     on.ratio_after = f > 0 ? c / f : NAN;
   }
+  if (!on.found) return;
   // Its uncertainty over the corpus: the same rule on the segments resampled with replacement.
   std::vector<int> segs;
   for (int j = 0; j < n_segments; ++j)

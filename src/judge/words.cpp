@@ -137,10 +137,14 @@ std::string onset(const DepthProfile& p, double alpha) {
         "α = {})",
         depth_range(last.lo, last.hi), last.t, o.t_critical, alpha);
   const DepthBucket& b = p.buckets[o.bucket];
+  std::size_t outside = 0;
+  for (std::size_t i = o.bucket; i < p.buckets.size(); ++i) outside += p.buckets[i].outside;
   std::string s = fmt::format(
-      "leaves the floor from depth {} on: every depth bucket from {} to the deepest ({} buckets) is outside the "
-      "floor's spread (paired t > {:.3g}, α = {}); KL mean {}× the floor's from there",
-      o.depth, depth_range(b.lo, b.hi), p.buckets.size() - o.bucket, o.t_critical, alpha, g3(o.ratio_after));
+      "leaves the floor from depth {} on: {} of the {} depth buckets from {} to the deepest are outside the "
+      "floor's spread (paired t > {:.3g}, α = {}; the change point of their t); KL mean {}× the floor's from "
+      "there",
+      o.depth, outside, p.buckets.size() - o.bucket, depth_range(b.lo, b.hi), o.t_critical, alpha,
+      g3(o.ratio_after));
   if (o.found_share > 0)
     s += fmt::format("; 90 % interval {} … {} ({:.0f} % of {} segment resamples find an onset)", o.lo, o.hi,
                      100 * o.found_share, o.resamples);
