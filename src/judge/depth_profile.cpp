@@ -60,23 +60,49 @@ GroupSums group_sums(const JudgeAccumulator& a, const Groups& g) {
   return s;
 }
 
-// The paired test of one group over the segments `pick` (all of them, or a resample): t, df (NaN t when
-// the floor has no spread there).
-Paired bucket_test(const GroupSums& cand, const std::vector<GroupSums>& floor, int b,
-                   const std::vector<int>& pick, std::int64_t* n, int* segments) {
-  auto take = [&](const GroupSums& run, std::int64_t* n_out, int* segments_out) {
-    std::vector<SegmentSum> v;
-    v.reserve(pick.size());
-    for (int j : pick) v.push_back(run[b][j]);
-    return contributions(v, n_out, segments_out);
-  };
-  const std::vector<double> xc = take(cand, n, segments);
+// The paired test of group b over every segment.
+Paired bucket_test(const GroupSums& cand, const std::vector<GroupSums>& floor, int b, std::int64_t* n,
+                   int* segments) {
+  const std::vector<double> xc = contributions(cand[b], n, segments);
   std::vector<std::vector<double>> xf;
-  for (const GroupSums& f : floor) xf.push_back(take(f, nullptr, nullptr));
+  for (const GroupSums& f : floor) xf.push_back(contributions(f[b], nullptr, nullptr));
   std::vector<const std::vector<double>*> fp;
   for (auto& x : xf) fp.push_back(&x);
   return paired_test(xc, fp);
 }
+
+// The segment bootstrap's view of one group: per run (candidate first, then the floor runs) and segment,
+// Σ KL as a double and the count; a resample's contributions are x_j = Σ KL of its j-th drawn segment / the
+// drawn segments' count (contributions' definition on the drawn segments, without re-summing).
+struct Resampler {
+  std::vector<std::vector<std::vector<double>>> sum;       // [group][run][segment]
+  std::vector<std::vector<std::vector<std::uint64_t>>> n;  // [group][run][segment]
+  std::vector<std::vector<double>> x;                      // [run][draw]: scratch
+  Resampler(const GroupSums& cand, const std::vector<GroupSums>& floor) {
+    sum.resize(cand.size()), n.resize(cand.size());
+    for (std::size_t b = 0; b < cand.size(); ++b) {
+      auto add = [&](const GroupSums& run) {
+        sum[b].emplace_back(), n[b].emplace_back();
+        for (const SegmentSum& s : run[b]) sum[b].back().push_back(s.kl.value()), n[b].back().push_back(s.n);
+      };
+      add(cand);
+      for (const GroupSums& f : floor) add(f);
+    }
+    x.resize(1 + floor.size());
+  }
+  double t(std::size_t b, const std::vector<int>& pick) {
+    for (std::size_t q = 0; q < x.size(); ++q) {
+      x[q].resize(pick.size());
+      std::uint64_t total = 0;
+      for (std::size_t i = 0; i < pick.size(); ++i) x[q][i] = sum[b][q][pick[i]], total += n[b][q][pick[i]];
+      if (total)
+        for (double& v : x[q]) v /= static_cast<double>(total);
+    }
+    std::vector<const std::vector<double>*> fp;
+    for (std::size_t q = 1; q < x.size(); ++q) fp.push_back(&x[q]);
+    return paired_test(x[0], fp).t;
+  }
+};
 
 // The onset rule (docs/judge.md, "Depth profile and onset"), on the buckets' paired t in depth order and
 // the critical value c: none unless the deepest bucket is outside (t > c), which alone sets the false-alarm
@@ -131,13 +157,13 @@ void find_onset(DepthProfile& P, const GroupSums& cand, const std::vector<GroupS
         break;
       }
   std::mt19937_64 rng(kOnsetSeed);
+  Resampler rs(cand, floor);
   std::vector<std::int64_t> found;
   std::vector<int> pick(segs.size());
+  std::vector<double> tr(P.buckets.size());
   for (int r = 0; r < kOnsetResamples; ++r) {
     for (int& j : pick) j = segs[rng() % segs.size()];
-    std::vector<double> tr;
-    for (std::size_t b = 0; b < P.buckets.size(); ++b)
-      tr.push_back(bucket_test(cand, floor, static_cast<int>(b), pick, nullptr, nullptr).t);
+    for (std::size_t b = 0; b < P.buckets.size(); ++b) tr[b] = rs.t(b, pick);
     const int o = onset_of(tr, on.t_critical);
     if (o >= 0) found.push_back(P.buckets[o].lo);
   }
@@ -162,8 +188,6 @@ void depth_profile(JudgeReport& R, const JudgeAccumulator& cand, const std::vect
   const GroupSums cs = group_sums(cand, g);
   std::vector<GroupSums> fs;
   for (const JudgeAccumulator& a : noise) fs.push_back(group_sums(a, g));
-  std::vector<int> all(cand.n_segments);
-  for (int j = 0; j < cand.n_segments; ++j) all[j] = j;
   for (int b = 0; b < static_cast<int>(g.fine.size()); ++b) {
     DepthBucket db;
     db.lo = profile_bucket_lower(g.fine[b].first);
@@ -181,7 +205,7 @@ void depth_profile(JudgeReport& R, const JudgeAccumulator& cand, const std::vect
       db.floor_mean = sum / static_cast<double>(fs.size()), db.floor_lo = lo, db.floor_hi = hi;
     }
     if (fs.size() >= 2) {
-      const Paired p = bucket_test(cs, fs, b, all, nullptr, nullptr);
+      const Paired p = bucket_test(cs, fs, b, nullptr, nullptr);
       db.floor_mean = p.floor_mean;  // the floor test's mean (exact for identical runs)
       db.df = p.df;
       if (std::isfinite(p.t)) db.t = p.t, db.p_value = student_t_cdf(-p.t, p.df);
