@@ -46,8 +46,11 @@ once "$OUT/golden.kcg" "$KC" record --model "$MODEL" --corpus "$OUT/corpus.kcc" 
 record() {  # record VARIANT FILE
   once "$2" "$KC" record --model "$MODEL" --golden "$OUT/golden.kcg" --variant "$1" -o "$2"
 }
-for i in $(seq 1 $FLOOR_RUNS); do record "bf16+order=$i" "$OUT/runs/order$i.kcc"; done
-for s in "${STRENGTHS[@]}"; do
+# Half the floor, the first strength, the rest of the floor, the second strength: a first look comes early.
+for i in $(seq 1 $((FLOOR_RUNS / 2))); do record "bf16+order=$i" "$OUT/runs/order$i.kcc"; done
+for d in "${DEPTHS[@]}"; do record "bf16+bug:deep_score@$d=${STRENGTHS[0]}" "$OUT/runs/deep$d-${STRENGTHS[0]}.kcc"; done
+for i in $(seq $((FLOOR_RUNS / 2 + 1)) $FLOOR_RUNS); do record "bf16+order=$i" "$OUT/runs/order$i.kcc"; done
+for s in "${STRENGTHS[@]:1}"; do
   for d in "${DEPTHS[@]}"; do record "bf16+bug:deep_score@$d=$s" "$OUT/runs/deep$d-$s.kcc"; done
 done
 [ "${KC_ONSET_STAGE:-}" = record ] && { log "recorded"; exit 0; }
