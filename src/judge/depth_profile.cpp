@@ -15,7 +15,8 @@ constexpr int kOnsetResamples = 200;               // segment bootstrap of the o
 constexpr std::uint64_t kOnsetSeed = 0x6f6e736574;  // fixed: the same report for the same inputs
 
 // Fine depth buckets (profile_bucket) merged from the shallow end until each group holds ≥ min positions of
-// the candidate; a shallower remainder at the deep end joins the last group. group_of[fine] = group or -1.
+// the candidate; what is left at the deep end (fewer than min) joins the deepest group. group_of[fine] =
+// its group, or -1 where the candidate has no finite position.
 struct Groups {
   std::vector<int> group_of;
   std::vector<std::pair<int, int>> fine;  // first and last fine bucket of each group
@@ -61,9 +62,8 @@ GroupSums group_sums(const JudgeAccumulator& a, const Groups& g) {
 }
 
 // The paired test of group b over every segment.
-Paired bucket_test(const GroupSums& cand, const std::vector<GroupSums>& floor, int b, std::int64_t* n,
-                   int* segments) {
-  const std::vector<double> xc = contributions(cand[b], n, segments);
+Paired bucket_test(const GroupSums& cand, const std::vector<GroupSums>& floor, int b) {
+  const std::vector<double> xc = contributions(cand[b], nullptr, nullptr);
   std::vector<std::vector<double>> xf;
   for (const GroupSums& f : floor) xf.push_back(contributions(f[b], nullptr, nullptr));
   std::vector<const std::vector<double>*> fp;
@@ -138,16 +138,14 @@ void find_onset(DepthProfile& P, const GroupSums& cand, const std::vector<GroupS
   for (std::size_t b = 0; b < P.buckets.size(); ++b) P.buckets[b].outside = t[b] > on.t_critical;
   on.bucket = onset_of(t, on.t_critical);
   on.found = on.bucket >= 0;
-  if (on.found) {
-    on.depth = P.buckets[on.bucket].lo;
-    double c = 0, f = 0;
-    for (std::size_t b = on.bucket; b < P.buckets.size(); ++b) {
-      c += P.buckets[b].cand * static_cast<double>(P.buckets[b].n);
-      f += P.buckets[b].floor_mean * static_cast<double>(P.buckets[b].n);
-    }
-    on.ratio_after = f > 0 ? c / f : NAN;
-  }
   if (!on.found) return;
+  on.depth = P.buckets[on.bucket].lo;
+  double c = 0, f = 0;  // the KL means from the onset on, weighted by the buckets' positions
+  for (std::size_t b = on.bucket; b < P.buckets.size(); ++b) {
+    c += P.buckets[b].cand * static_cast<double>(P.buckets[b].n);
+    f += P.buckets[b].floor_mean * static_cast<double>(P.buckets[b].n);
+  }
+  on.ratio_after = f > 0 ? c / f : NAN;
   // Its uncertainty over the corpus: the same rule on the segments resampled with replacement.
   std::vector<int> segs;
   for (int j = 0; j < n_segments; ++j)
@@ -205,7 +203,7 @@ void depth_profile(JudgeReport& R, const JudgeAccumulator& cand, const std::vect
       db.floor_mean = sum / static_cast<double>(fs.size()), db.floor_lo = lo, db.floor_hi = hi;
     }
     if (fs.size() >= 2) {
-      const Paired p = bucket_test(cs, fs, b, nullptr, nullptr);
+      const Paired p = bucket_test(cs, fs, b);
       db.floor_mean = p.floor_mean;  // the floor test's mean (exact for identical runs)
       db.df = p.df;
       if (std::isfinite(p.t)) db.t = p.t, db.p_value = student_t_cdf(-p.t, p.df);
