@@ -190,6 +190,7 @@ void depth_profile(JudgeReport& R, const JudgeAccumulator& cand, const std::vect
     DepthBucket db;
     db.lo = profile_bucket_lower(g.fine[b].first);
     db.hi = profile_bucket_lower(g.fine[b].second + 1);
+    if (cand.depth_max >= 0) db.hi = std::min<std::int64_t>(db.hi, cand.depth_max + std::int64_t{1});
     const std::vector<double> xc = contributions(cs[b], &db.n, &db.segments);
     db.cand = 0;
     for (double x : xc) db.cand += x;

@@ -463,7 +463,9 @@ void JudgeAccumulator::add_block(const PositionBlock& b) {
     s = e;
   }
   alignas(64) std::int32_t pb[PositionBlock::kPad];  // fine depth bucket of each position
-  for (int i = 0; i < b.n; ++i) pb[i] = profile_bucket(b.depth[i]);
+  std::int32_t deepest = depth_max;
+  for (int i = 0; i < b.n; ++i) pb[i] = profile_bucket(b.depth[i]), deepest = std::max(deepest, b.depth[i]);
+  depth_max = deepest;
   for (int s = 0; s < b.n;) {  // runs of one segment and one fine depth bucket: the depth profile's sums
     const int e = std::min(run_end(b.segment, s, b.n), run_end(pb, s, b.n));
     const int seg = b.segment[s];
@@ -532,6 +534,7 @@ void JudgeAccumulator::add(const PositionRecord& r) {
     add_segment_cell(r.segment, r.cell, 1, one);
     add_segment_depth(r.segment, profile_bucket(r.depth), 1, one);
   }
+  depth_max = std::max(depth_max, r.depth);
   if (r.flip && r.margin > kBackstopMargin && high_margin_flips.size() < kHighMarginList)
     high_margin_flips.emplace_back(r.position, r.margin);
   offer_sample(sample, r.position, finite ? r.score.kl : INFINITY, r.margin, r.flip, r.domain, r.phase,
@@ -596,6 +599,7 @@ void JudgeAccumulator::merge(const JudgeAccumulator& o) {
     for (const auto& d : o.segment_depths[s]) add_segment_depth(s, d.bucket, d.n, d.kl);
   }
   has_segment_depths = has_segment_depths && o.has_segment_depths;
+  depth_max = std::max(depth_max, o.depth_max);
   worst_cap = std::max(worst_cap, o.worst_cap);
   for (auto& w : o.worst)
     if (wants_worst(w.kl, w.position)) offer_worst(w);
@@ -689,6 +693,7 @@ json JudgeAccumulator::to_json() const {
     }
     j["segment_depths"] = sd;
   }
+  j["depth_max"] = depth_max;
   json w = json::array();
   for (auto& x : worst)
     w.push_back({{"position", x.position},
@@ -758,6 +763,7 @@ JudgeAccumulator JudgeAccumulator::from_json(const json& j, const std::string& f
       }
     // Shards written before the depth profile have no segment_depths: their report has no profile.
     a.has_segment_depths = j.contains("segment_depths");
+    a.depth_max = j.value("depth_max", std::int32_t{-1});
     if (a.has_segment_depths) {
       const json& sd = j.at("segment_depths");
       if (sd.size() != static_cast<std::size_t>(a.n_segments))

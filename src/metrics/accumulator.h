@@ -182,6 +182,7 @@ struct JudgeAccumulator {
   // False when read from a shard written before the depth sums were kept (a merge with one keeps false):
   // the report then has no depth profile.
   bool has_segment_depths = true;
+  std::int32_t depth_max = -1;  // the deepest depth judged (the profile's deepest bucket ends past it)
   std::vector<WorstPosition> worst;  // sorted by KL desc, then position asc; ≤ worst_cap
   std::size_t worst_cap = kWorst;    // `kerncheck test --worst N`; a merge keeps the larger
   std::vector<SamplePoint> sample;   // ≤ kSample, a max-heap by hash (outside add_block … finish_blocks)

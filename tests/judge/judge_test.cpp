@@ -578,7 +578,7 @@ TEST(DepthProfile, BucketsHoldMinSplitCenterPositions) {
       total += B[i].n;
     }
     EXPECT_EQ(B.front().lo, 1);
-    EXPECT_EQ(B.back().hi, 1088);  // the edge of the deepest depth's (1024) fine bucket
+    EXPECT_EQ(B.back().hi, model.kLen + 1);  // the deepest depth judged, not its fine bucket's edge (1088)
     EXPECT_EQ(total, model.kSeg * model.kLen);
     EXPECT_TRUE(r.depth_profile.onset.tested);
   }

@@ -293,7 +293,7 @@ def fine_width(lower):
 
 def profile_groups(depth, finite, min_positions=100):
     """Fine buckets merged from the shallow end until each holds min_positions of the candidate's finite
-    positions; a remainder joins the deepest group. Returns [(lo, hi)] depth ranges."""
+    positions; a remainder joins the deepest group, which ends at the deepest depth. Returns [(lo, hi)]."""
     lowers = np.array([fine_lower(int(x)) for x in depth])
     edges, counts = np.unique(lowers[finite], return_counts=True)
     groups, first, have = [], None, 0
@@ -305,7 +305,10 @@ def profile_groups(depth, finite, min_positions=100):
             first, have = None, 0
     if first is not None and groups:
         groups[-1][1] = edges[-1]
-    return [(lo, last + fine_width(last)) for lo, last in groups], lowers
+    out = [(lo, last + fine_width(last)) for lo, last in groups]
+    if out:  # the deepest bucket ends at the deepest depth judged
+        out[-1] = (out[-1][0], min(out[-1][1], int(depth.max()) + 1))
+    return out, lowers
 
 
 def cusum_onset(t, c):
