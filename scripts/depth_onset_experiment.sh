@@ -2,7 +2,7 @@
 # The depth onset's experiment (EXPERIMENTS.md, "The depth onset"; docs/judge.md, "Depth profile and
 # onset"): on SmolLM2-135M with kerncheck's engine, a corpus of windows 4 096 tokens deep, a floor of
 # equally correct implementations (bf16+order=1 … 8), and regressions that act only beyond a depth D
-# (bf16+bug:deep_score@D=S at D = 1000, 2000, 3000, S = 0.02 and 0.05). Then:
+# (bf16+bug:deep_score@D=S at D = 1000, 2000, 3000, S = 0.02 and 0.005). Then:
 #   - onset: each regression judged against the floor of the eight runs: the depth profile's onset against D;
 #   - benign: each floor run judged against floors of six of the other seven (7 floors each, 56 judgments):
 #     how often an onset is reported where there is none (and the verdicts).
@@ -27,7 +27,7 @@ KC=${KC_BIN:-$ROOT/build/src/kerncheck}
 PY=${PYTHON:-$ROOT/.venv/bin/python}
 FLOOR_RUNS=8
 DEPTHS=(1000 2000 3000)
-STRENGTHS=(0.02 0.05)
+STRENGTHS=(0.02 0.005)
 
 log() { echo "[depth_onset] $(date +%H:%M:%S) $*" >&2; }
 # once FILE CMD…: runs CMD unless FILE exists (a failed run leaves no FILE behind).
