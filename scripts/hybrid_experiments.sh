@@ -14,7 +14,9 @@
 #   0 context: per-token decay alpha of each GDN head (trace --tensors gdn.ba --dump + the model's A_log,
 #     dt_bias)
 #   1 sweep of gdn.state mantissa bits 23,16..2 on the bf16 base, knee against the bf16 / bf16+attn=flash
-#     floor, on a corpus of depths 256, 512 (4 segments each) whose last 128 positions are decoded
+#     floor, on a corpus of depths 256, 512 (4 segments each) whose last 128 positions are decoded;
+#     1b the same on the gdn=fla path (base bf16+gdn=fla, floor bf16+gdn=fla / +attn=flash), and the sweep of
+#     gdn.state.chunk (the state a prefill chunk hands the next, which FLA casts to bf16) on both paths
 #   2 f32 and gdn=fla: final gdn.state of one prefill call vs the same prompt in 512-, 64- and 100-token
 #     calls (trace --reference-prefill-block 0 --prefill-block B): agreeing mantissa bits per layer
 #   3 per-layer gdn.state error after one decode step, bf16 base + round:gdn.state=N (and f32 base)
@@ -111,6 +113,32 @@ if [ ! -s "$OUT/sweep.json" ]; then
     [ -s "$OUT/sweep.json.tmp" ]  # rc 1 when a width fails: a result, not an error
   mv "$OUT/sweep.json.tmp" "$OUT/sweep.json"
 fi
+
+# 1b. The same sweep on the gdn=fla path (FLA's bf16 casts in the chunked prefill, docs/hybrid.md) against a
+#     floor recorded on that path; and, on both paths, of the state the next 64-row chunk reads inside a
+#     prefill call (gdn.state.chunk: where FLA's kernel casts it to bf16 for v − w·h and q·h), which gdn.state
+#     (the state stored at the end of a call and after each decode step) does not reach.
+once "$OUT/sweep/noise-fla.kcc" "$KC" record --model "$MODEL" --golden "$G1" --variant bf16+gdn=fla \
+  -o "$OUT/sweep/noise-fla.kcc"
+once "$OUT/sweep/noise-fla-flash.kcc" "$KC" record --model "$MODEL" --golden "$G1" \
+  --variant bf16+gdn=fla+attn=flash -o "$OUT/sweep/noise-fla-flash.kcc"
+# sweep_once NAME TENSOR BASE NOISE…: OUT/sweep-NAME.json (+ .txt, .html), candidates in OUT/sweep-NAME/.
+sweep_once() {
+  local name=$1 tensor=$2 base=$3
+  shift 3
+  [ -s "$OUT/sweep-$name.json" ] && return 0
+  local args=()
+  for n in "$@"; do args+=(--noise "$n"); done
+  log "sweep $tensor on $base"
+  mkdir -p "$OUT/sweep-$name"
+  "$KC" sweep --model "$MODEL" --golden "$G1" --tensor "$tensor" --bits 23,16..2 --base "$base" "${args[@]}" \
+    --out-dir "$OUT/sweep-$name" --json "$OUT/sweep-$name.json.tmp" --html "$OUT/sweep-$name.html" \
+    >"$OUT/sweep-$name.txt" 2>>"$OUT/logs/run.txt" || [ -s "$OUT/sweep-$name.json.tmp" ]
+  mv "$OUT/sweep-$name.json.tmp" "$OUT/sweep-$name.json"
+}
+sweep_once fla gdn.state bf16+gdn=fla "$OUT/sweep/noise-fla.kcc" "$OUT/sweep/noise-fla-flash.kcc"
+sweep_once chunk gdn.state.chunk bf16 "$OUT/sweep/noise-bf16.kcc" "$OUT/sweep/noise-bf16-flash.kcc"
+sweep_once fla-chunk gdn.state.chunk bf16+gdn=fla "$OUT/sweep/noise-fla.kcc" "$OUT/sweep/noise-fla-flash.kcc"
 
 # ---------------------------------------------------------------------------------------------------------
 # 2. One prefill call vs the same prompt in pieces: final gdn.state, same variant on both sides.
@@ -232,32 +260,53 @@ figs["decay"] = rows0
 
 # 1 ---------------------------------------------------------------------------------------------------------
 print()
-sw = json.loads((out / "sweep.json").read_text())
 g1 = out / "sweep" / "golden.kcg"
-print("== 1. gdn.state mantissa sweep (base bf16; corpus depths 256, 512 x 4 segments, last 128 decoded)")
-fl = sw["floor"]
-print(f"floor (bf16, bf16+attn=flash): KL median {g3(fl['kl_median'])}, p99 {g3(fl['kl_p99'])}, "
-      f"flip rate m<=1 {g3(fl['flip_rate_uncertain'])}; KL median limit {g3(fl['kl_median_limit'])}")
-print(f"{'bits':>4} {'KL median':>10} {'decode med':>10} {'decode mean':>11} {'prefill med':>11} {'KL p99':>9} "
-      f"{'flips':>5} {'PPL':>8}  verdict")
-rows1 = []
-for r in sw["rows"]:
-    kl, g = kl_rows(g1, r["candidate"])
-    dec = g["phase"] == 1
-    row = dict(bits=r["bits"], kl_median=r["kl_median"], kl_decode_median=float(np.median(kl[dec])),
-               kl_decode_mean=float(kl[dec].mean()), kl_prefill_median=float(np.median(kl[~dec])),
-               kl_p99=r["kl_p99"], flips=r["flips"], ppl=r["ppl"], verdict=r["verdict"],
-               failed=[f"{x['rule']} {x['split']} {x['statistic']}" for x in r["failed"][:3]])
-    rows1.append(row)
-    print(f"{row['bits']:>4} {g3(row['kl_median']):>10} {g3(row['kl_decode_median']):>10} "
-          f"{g3(row['kl_decode_mean']):>11} {g3(row['kl_prefill_median']):>11} {g3(row['kl_p99']):>9} "
-          f"{row['flips']:>5} {row['ppl']:>8.4f}  {row['verdict']}  {'; '.join(row['failed'])}")
-for n in ("noise-bf16", "noise-bf16-flash"):
-    kl, g = kl_rows(g1, out / "sweep" / f"{n}.kcc")
-    print(f"  {n}: decode KL median {g3(float(np.median(kl[g['phase'] == 1])))}, "
-          f"mean {g3(float(kl[g['phase'] == 1].mean()))}")
-print(f"knee: {sw['knee']} bits; isolated: {sw.get('isolated')}; statistic: {sw.get('knee_statistic')}")
-figs["sweep"] = dict(floor=fl, rows=rows1, knee=sw["knee"], isolated=sw.get("isolated"))
+
+
+def sweep_figure(title, path, noise):
+    """One mantissa sweep's rows: the judge's figures plus the decode and prefill phases' KL from the files."""
+    sw = json.loads(path.read_text())
+    print(title)
+    fl = sw["floor"]
+    print(f"floor ({', '.join(noise)}): KL median {g3(fl['kl_median'])}, p99 {g3(fl['kl_p99'])}, "
+          f"flip rate m<=1 {g3(fl['flip_rate_uncertain'])}; KL median limit {g3(fl['kl_median_limit'])}")
+    print(f"{'bits':>4} {'KL median':>10} {'decode med':>10} {'decode mean':>11} {'prefill med':>11} "
+          f"{'prefill mean':>12} {'KL p99':>9} {'flips':>5} {'PPL':>8}  verdict")
+    rows = []
+    for r in sw["rows"]:
+        kl, g = kl_rows(g1, r["candidate"])
+        dec = g["phase"] == 1
+        row = dict(bits=r["bits"], kl_median=r["kl_median"], kl_decode_median=float(np.median(kl[dec])),
+                   kl_decode_mean=float(kl[dec].mean()), kl_prefill_median=float(np.median(kl[~dec])),
+                   kl_prefill_mean=float(kl[~dec].mean()), kl_p99=r["kl_p99"], flips=r["flips"], ppl=r["ppl"],
+                   verdict=r["verdict"], failed=[f"{x['rule']} {x['split']} {x['statistic']}" for x in r["failed"][:3]])
+        rows.append(row)
+        print(f"{row['bits']:>4} {g3(row['kl_median']):>10} {g3(row['kl_decode_median']):>10} "
+              f"{g3(row['kl_decode_mean']):>11} {g3(row['kl_prefill_median']):>11} {g3(row['kl_prefill_mean']):>12} "
+              f"{g3(row['kl_p99']):>9} {row['flips']:>5} {row['ppl']:>8.4f}  {row['verdict']}  {'; '.join(row['failed'])}")
+    floor_phases = {}
+    for n in noise:
+        kl, g = kl_rows(g1, out / "sweep" / f"{n}.kcc")
+        dec = g["phase"] == 1
+        floor_phases[n] = dict(decode_median=float(np.median(kl[dec])), decode_mean=float(kl[dec].mean()),
+                               prefill_median=float(np.median(kl[~dec])), prefill_mean=float(kl[~dec].mean()))
+        print(f"  {n}: decode KL median {g3(floor_phases[n]['decode_median'])}, mean "
+              f"{g3(floor_phases[n]['decode_mean'])}; prefill median {g3(floor_phases[n]['prefill_median'])}, "
+              f"mean {g3(floor_phases[n]['prefill_mean'])}")
+    print(f"knee: {sw['knee']} bits; isolated: {sw.get('isolated')}; statistic: {sw.get('knee_statistic')}")
+    return dict(base=sw["base"], tensor=sw["tensor"], floor=fl, floor_phases=floor_phases, rows=rows, knee=sw["knee"],
+                isolated=sw.get("isolated"), knee_statistic=sw.get("knee_statistic"))
+
+
+figs["sweep"] = sweep_figure("== 1. gdn.state mantissa sweep (base bf16; corpus depths 256, 512 x 4 segments, last 128 "
+                             "decoded)", out / "sweep.json", ["noise-bf16", "noise-bf16-flash"])
+for name, title, noise in [
+        ("fla", "gdn.state on the gdn=fla path (base bf16+gdn=fla)", ["noise-fla", "noise-fla-flash"]),
+        ("chunk", "gdn.state.chunk (the state each prefill chunk hands the next) on the f32 GDN path (base bf16)",
+         ["noise-bf16", "noise-bf16-flash"]),
+        ("fla-chunk", "gdn.state.chunk on the gdn=fla path (base bf16+gdn=fla)", ["noise-fla", "noise-fla-flash"])]:
+    print()
+    figs[f"sweep-{name}"] = sweep_figure(f"== 1b. {title}", out / f"sweep-{name}.json", noise)
 
 
 # 2 ---------------------------------------------------------------------------------------------------------

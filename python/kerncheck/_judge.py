@@ -9,8 +9,10 @@ from . import _core
 class Report:
     """The judge's report: verdict ("PASS"/"FAIL"/"INCONCLUSIVE"), exit_code (0/1/2), passed, headline (the
     verdict in one sentence), kl (mean, median, p90, p99, p999, max, …), flips, stats (the flat statistic
-    table), noise_ratio, findings, decided_by, text (the CLI's text report) and json (the whole `--json`
-    report as a dict)."""
+    table), noise_ratio, findings, decided_by, depth_profile (the KL mean against the floor's by depth: buckets
+    and onset, docs/judge.md "Depth profile and onset"; None for shards without per-depth sums), onset_depth
+    (the depth from which the candidate stays outside the floor's spread, or None), text (the CLI's text
+    report) and json (the whole `--json` report as a dict)."""
 
     def __init__(self, js, text, exit_code):
         j = self.json = json.loads(js)
@@ -27,6 +29,8 @@ class Report:
         self.findings = j["findings"]
         self.decided_by = j["decided_by"]
         self.positions_judged = j["positions_judged"]
+        self.depth_profile = j["depth_profile"]
+        self.onset_depth = self.depth_profile["onset"]["depth"] if self.depth_profile else None
 
     def __bool__(self):
         return self.passed

@@ -159,7 +159,7 @@ int run(int argc, char** argv) {
   app.add_option("--variant", a.variant,
                  "with --model: precision variant of the engine, terms joined by '+': f32 (default) | bf16 | "
                  "p=f32|bf16|f16|fp8|fp8x448|fp8x256 | kv=DTYPE | attn=exact|flash | gdn=f32|fla | order=SEED | "
-                 "logits=f32|bf16|f16 | bug:NAME=STRENGTH | round:NAME[@LAYER]=BITS "
+                 "logits=f32|bf16|f16 | bug:NAME[@D]=STRENGTH | round:NAME[@LAYER]=BITS "
                  "(docs/lab.md); with --from-logits: a free label of what made the logits");
   app.add_option("--round", a.round,
                  "with --model, repeatable: keep tensor NAME (hook name, e.g. attn.out, optionally @LAYER) to "

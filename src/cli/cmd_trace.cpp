@@ -25,7 +25,7 @@ int run(int argc, char** argv) {
   app.add_option("--variant", o.variant,
                  "precision variant, terms joined by '+': f32 | bf16 | p=f32|bf16|f16|fp8|fp8x448|fp8x256 | "
                  "kv=DTYPE | attn=exact|flash | gdn=f32|fla | order=SEED | logits=f32|bf16|f16 | "
-                 "bug:NAME=STRENGTH | round:NAME[@LAYER]=BITS")
+                 "bug:NAME[@D]=STRENGTH | round:NAME[@LAYER]=BITS")
       ->required();
   app.add_option("--reference", o.reference,
                  "what the variant is compared with, same syntax (e.g. bf16: the production-like base with P "

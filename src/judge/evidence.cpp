@@ -31,36 +31,17 @@ std::array<double, kMarginBins> expected_flips(const JudgeAccumulator& a, double
   return e;
 }
 
-// Per segment j, x_j = (Σ KL of the split's positions in j) / (the split's positions): Σ_j x_j is the
-// run's KL mean over the split. *n_out: the split's positions with finite KL.
-std::vector<double> segment_contributions(const JudgeAccumulator& a, const SplitId& split,
-                                          std::int64_t* n_out, int* segments_out) {
-  std::vector<double> x(a.n_segments, 0.0);
-  std::uint64_t n = 0;
-  int segs = 0;
-  for (int j = 0; j < a.n_segments; ++j) {
-    ExactSum s;
-    bool any = false;
+// Per segment: Σ KL and count of the split's finite positions.
+std::vector<SegmentSum> split_sums(const JudgeAccumulator& a, const SplitId& split) {
+  std::vector<SegmentSum> x(a.n_segments);
+  for (int j = 0; j < a.n_segments; ++j)
     for (auto& c : a.segment_cells[j])
       if (split.holds(c.cell) && c.n) {
-        s.merge(c.kl);
-        n += c.n;
-        any = true;
+        x[j].kl.merge(c.kl);
+        x[j].n += c.n;
       }
-    x[j] = s.value();
-    segs += any;
-  }
-  if (n)
-    for (double& v : x) v /= static_cast<double>(n);
-  if (n_out) *n_out = static_cast<std::int64_t>(n);
-  if (segments_out) *segments_out = segs;
   return x;
 }
-
-struct Paired {
-  double cand = NAN, floor_mean = NAN, v_seg = NAN, v_run = NAN, sd = NAN, df = NAN, t = NAN;
-  std::vector<double> floor_means;
-};
 
 // Mean and sample variance (ddof 1) of m ≥ 2 values. Identical values give exactly that value and 0:
 // Σ v/m rounds, and the rounding noise left in such a variance is no spread (a t made of it is arbitrary:
@@ -75,6 +56,24 @@ MeanVar mean_var(const std::vector<double>& v) {
   for (double x : v) mean += x / md;
   for (double x : v) ss += (x - mean) * (x - mean);
   return {mean, ss / (md - 1)};
+}
+
+}  // namespace
+
+std::vector<double> contributions(const std::vector<SegmentSum>& sums, std::int64_t* n_out, int* segments_out) {
+  std::vector<double> x(sums.size(), 0.0);
+  std::uint64_t n = 0;
+  int segs = 0;
+  for (std::size_t j = 0; j < sums.size(); ++j) {
+    x[j] = sums[j].kl.value();
+    n += sums[j].n;
+    segs += sums[j].n > 0;
+  }
+  if (n)
+    for (double& v : x) v /= static_cast<double>(n);
+  if (n_out) *n_out = static_cast<std::int64_t>(n);
+  if (segments_out) *segments_out = segs;
+  return x;
 }
 
 // The candidate's split mean against m ≥ 2 floor runs' (docs/judge.md, "Floor test"): under the null the
@@ -112,15 +111,17 @@ Paired paired_test(const std::vector<double>& c, const std::vector<const std::ve
   return r;
 }
 
+namespace {
+
 // One split's floor test, with each noise run's own t against the others (leave one out, ≥ 3 runs).
 FloorTest floor_test(const SplitId& split, const JudgeAccumulator& cand,
                      const std::vector<JudgeAccumulator>& noise) {
   FloorTest ft;
   ft.split = split;
   ft.statistic = floor_test_statistic().name;
-  const std::vector<double> xc = segment_contributions(cand, split, &ft.n, &ft.segments);
+  const std::vector<double> xc = contributions(split_sums(cand, split), &ft.n, &ft.segments);
   std::vector<std::vector<double>> xf;
-  for (auto& a : noise) xf.push_back(segment_contributions(a, split, nullptr, nullptr));
+  for (auto& a : noise) xf.push_back(contributions(split_sums(a, split), nullptr, nullptr));
   std::vector<const std::vector<double>*> fp;
   for (auto& x : xf) fp.push_back(&x);
   const Paired pr = paired_test(xc, fp);

@@ -251,6 +251,7 @@ JudgeReport judge(const GoldenMeta& golden, const std::string& golden_path, cons
   evidence::flip_bins(R, cand);
   if (R.mode == JudgeMode::noise) evidence::floor_tests(R, cand, noise);
   evidence::holm(R);  // one family: the floor tests and the flip tests
+  evidence::depth_profile(R, cand, noise);  // reported, not a rule: the verdict's depth splits are tested above
   // FAIL when any of:
   rule_nonfinite(R);
   if (!(th && th->limits.count("high_margin_flips"))) rule_backstop(R, cand);

@@ -42,6 +42,7 @@ struct JudgeOptions {
   double power = 0.95;                  // … with this power
   bool explain = false;                 // text report: every floor test with each noise run's value
   bool allow_floor_mismatch = false;    // judge against noise runs of another engine or precision
+  double onset_alpha = 0.01;            // the depth onset's false-alarm level (its deepest bucket's test)
 };
 
 // Calibrated limits: statistic key (see stat_table) → largest passing value (smallest for a statistic
@@ -140,6 +141,38 @@ struct FloorTest {
   std::vector<double> loo_t;               // each noise run tested against the others (≥ 3 runs)
 };
 
+// The depth profile (docs/judge.md, "Depth profile and onset"): the candidate's KL mean against the floor's
+// in fine depth buckets (profile_bucket's, merged from the shallow end until each holds min_split_center
+// positions), each with the floor test's paired statistic, and the onset depth.
+struct DepthBucket {
+  std::int64_t lo = 0, hi = 0;  // depths [lo, hi)
+  std::int64_t n = 0;           // candidate positions with finite KL
+  int segments = 0;             // segments with positions in the bucket
+  double cand = NAN, floor_mean = NAN, floor_lo = NAN, floor_hi = NAN;  // KL means; the floor runs' min … max
+  double t = NAN, df = NAN, p_value = NAN;  // paired test as FloorTest's (≥ 2 noise runs that differ)
+  bool outside = false;                     // t above the onset's critical value
+  double ratio() const { return floor_mean > 0 ? cand / floor_mean : NAN; }
+};
+// The first depth from which the candidate stays outside the floor's spread: the first bucket of the run
+// of `outside` buckets that reaches the deepest one. Its false-alarm rate is the deepest bucket's one-sided
+// test's, onset_alpha. Its uncertainty: the onset of the same rule on segments resampled with replacement.
+struct DepthOnset {
+  bool tested = false;  // ≥ 2 noise runs that differ and a profile bucket: the rule ran
+  bool found = false;
+  int bucket = -1;      // index into DepthProfile::buckets
+  std::int64_t depth = 0;  // the onset bucket's lower edge
+  double t_critical = NAN, df = NAN;
+  int resamples = 0;
+  double found_share = NAN;          // share of the resamples that found an onset
+  std::int64_t lo = 0, hi = 0;       // 5th and 95th percentile of the resamples' onset depths (when found)
+  double ratio_after = NAN;          // the candidate's KL mean over the floor's, from the onset on
+};
+struct DepthProfile {
+  std::vector<DepthBucket> buckets;
+  DepthOnset onset;
+  bool kept = true;  // false: shards written before the depth sums were kept (no profile)
+};
+
 struct WorstDetail {
   WorstPosition w;
   std::string segment_name, domain;
@@ -167,6 +200,7 @@ struct JudgeReport {
   double sigma_floor = NAN;
   std::vector<BinReport> bins;  // overall, with the floor
   std::vector<FloorTest> floor_tests;  // noise mode with ≥ 2 distinct noise runs
+  DepthProfile depth_profile;          // every report (the floor's columns with noise runs)
   int family_size = 0;                 // hypotheses under Holm: floor tests + flip bins tested (noise mode)
   std::vector<std::string> notes;      // said in every report, never change the verdict
   std::vector<Provenance> noise_made_by;       // set by the caller (empty entries for logits files)
@@ -217,6 +251,11 @@ struct FloorTestRow {
 };
 std::vector<std::string> floor_test_header();
 std::vector<FloorTestRow> floor_test_rows(const JudgeReport& r);
+
+// The depth profile's table, one source for the text (--explain) and the HTML report: per bucket the depths,
+// positions, KL mean, floor mean, ratio, floor runs' min…max, t, outside ("yes"/"no").
+std::vector<std::string> depth_profile_header();
+std::vector<std::vector<std::string>> depth_profile_rows(const JudgeReport& r);
 
 std::string render_text(const JudgeReport& r);
 nlohmann::json report_json(const JudgeReport& r);

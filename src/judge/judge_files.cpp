@@ -254,6 +254,14 @@ Partial parse_partial(std::span<const std::uint8_t> bytes, const std::string& pa
       throw_input_error(path, fmt::format("metadata run{}", r), "valid JSON (an accumulator)", e.what());
     }
     JudgeAccumulator a = JudgeAccumulator::from_json(j, path);
+    // Every run is paired with the candidate segment by segment (the floor test, the depth profile): a run of
+    // another shape (a re-sealed shard can lie) is refused here, not read out of bounds.
+    const JudgeAccumulator& first = r == 0 ? a : p.cand;
+    if (a.k != p.golden.k || a.n_segments != static_cast<int>(p.golden.segments.size()) || a.domains != first.domains)
+      throw_input_error(path, fmt::format("metadata run{} k, domains, n_segments", r),
+                        fmt::format("k = {}, {} segments (the golden's) and run0's {} domains", p.golden.k,
+                                    p.golden.segments.size(), first.domains.size()),
+                        fmt::format("k = {}, {} segments, {} domains", a.k, a.n_segments, a.domains.size()));
     a.set_values(0, read_f32(f, fmt::format("run{}.kl", r)), path);
     a.set_values(1, read_f32(f, fmt::format("run{}.full_kl", r)), path);
     if (r == 0)

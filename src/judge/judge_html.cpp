@@ -214,6 +214,89 @@ std::string plot_kl_depth(const JudgeReport& r) {
   return svg::render(p);
 }
 
+// The depth profile: the candidate's KL mean over the floor's per fine depth bucket, the floor runs' own
+// spread on the same scale (min … max over the floor mean), the buckets outside the spread, and the onset.
+// Without noise runs: the candidate's KL mean.
+std::string plot_depth_profile(const JudgeReport& r) {
+  const DepthProfile& P = r.depth_profile;
+  svg::Plot p;
+  p.id = "depth-profile";
+  const bool floor = r.has_floor;
+  p.title = floor ? "Depth profile: KL mean over the floor's" : "Depth profile: KL mean";
+  p.x = {"context depth (tokens, log scale; a bucket at its geometric middle)", svg::Scale::log10};
+  p.y = {floor ? "KL mean ÷ floor mean (log scale)" : "KL mean (log scale)", svg::Scale::log10};
+  auto x_of = [](const DepthBucket& b) {
+    return std::sqrt(std::max(1.0, static_cast<double>(b.lo)) * static_cast<double>(std::max<std::int64_t>(b.hi - 1, 1)));
+  };
+  if (floor) {
+    svg::Series band;
+    band.name = fmt::format("floor runs, min–max ({} runs)", r.noise.size());
+    band.mark = svg::Mark::band;
+    band.color = "#777777";
+    band.css_class = "floor-band";
+    for (const DepthBucket& b : P.buckets)
+      if (b.floor_mean > 0) {
+        band.x.push_back(x_of(b));
+        band.y_lo.push_back(b.floor_lo / b.floor_mean);
+        band.y_hi.push_back(b.floor_hi / b.floor_mean);
+      }
+    if (r.noise.size() >= 2 && !band.x.empty()) p.series.push_back(std::move(band));
+  }
+  svg::Series line, out;
+  line.name = floor ? "candidate ÷ floor" : "candidate";
+  line.color = "#0072B2";
+  line.css_class = "profile-line";
+  out.name = fmt::format("outside the floor's spread (t > {:.3g})", P.onset.t_critical);
+  out.mark = svg::Mark::points;
+  out.color = "#D55E00";
+  out.css_class = "outside";
+  out.radius = 3;
+  double lo = INFINITY, hi = -INFINITY;
+  for (const DepthBucket& b : P.buckets) {
+    const double y = floor ? b.ratio() : b.cand;
+    if (!(y > 0)) continue;
+    line.x.push_back(x_of(b));
+    line.y.push_back(y);
+    line.titles.push_back(fmt::format("depths {}: KL mean {} (floor {}), t {}", words::depth_range(b.lo, b.hi),
+                                      num(b.cand), num(b.floor_mean), num(b.t)));
+    lo = std::min(lo, y), hi = std::max(hi, y);
+    if (b.outside) out.x.push_back(x_of(b)), out.y.push_back(y);
+  }
+  if (floor)
+    for (const DepthBucket& b : P.buckets)
+      if (b.floor_mean > 0) lo = std::min(lo, b.floor_lo / b.floor_mean), hi = std::max(hi, b.floor_hi / b.floor_mean);
+  p.series.push_back(std::move(line));
+  if (P.onset.tested) p.series.push_back(std::move(out));
+  if (P.onset.found && lo < hi) {
+    svg::Series at;
+    at.name = fmt::format("onset: depth {}", P.onset.depth);
+    at.color = "#D55E00";
+    at.dasharray = "4,3";
+    at.css_class = "onset";
+    at.x = {static_cast<double>(P.onset.depth), static_cast<double>(P.onset.depth)};
+    at.y = {lo, hi};
+    p.series.push_back(std::move(at));
+  }
+  return svg::render(p);
+}
+
+// The profile's rows (the text report's --explain table), behind a disclosure.
+std::string depth_profile_table(const JudgeReport& r) {
+  if (r.depth_profile.buckets.empty()) return "";
+  std::string s = fmt::format("<details class=\"depth-profile\"><summary>Depth profile: {} buckets</summary>\n",
+                              r.depth_profile.buckets.size());
+  s += "<div class=\"scroll\"><table class=\"depth-profile\">\n<tr>";
+  for (const std::string& c : depth_profile_header()) s += "<th>" + escape(c) + "</th>";
+  s += "</tr>\n";
+  const auto rows = depth_profile_rows(r);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    s += fmt::format("<tr class=\"{}\">", r.depth_profile.buckets[i].outside ? "failed" : "ok");
+    for (const std::string& c : rows[i]) s += "<td>" + escape(c) + "</td>";
+    s += "</tr>\n";
+  }
+  return s + "</table></div></details>\n";
+}
+
 // ---- tables ------------------------------------------------------------------------------------------
 
 std::string row(std::initializer_list<std::string> cells, bool head = false) {
@@ -453,6 +536,9 @@ std::string verdict_section(const JudgeReport& r) {
                                              : "<li>" + escape(n) + "</li>";
     h += "</ul>\n";
   }
+  if (r.depth_profile.onset.tested)
+    h += "<p class=\"onset\" id=\"onset\">Depth onset: " + escape(words::onset(r.depth_profile, r.options.onset_alpha)) +
+         "</p>\n";
   if (!r.inconclusive_reasons.empty()) {
     const bool fail = r.verdict == Verdict::fail;
     h += fail ? "<div class=\"caveats\"><b>" + escape(words::caveats_title()) + "</b><ul>"
@@ -571,7 +657,14 @@ std::string render_judge_html(const JudgeReport& r, const LocateLink* locate) {
        "<figcaption>Error that grows with context (attention) rises to the right. Grey: the noise floor "
        "(first noise run's lines; the shaded band spans the noise runs' medians when there are two or more)."
        "</figcaption></figure>\n";
+  if (!r.depth_profile.buckets.empty())
+    h += "<figure>" + plot_depth_profile(r) + "<figcaption class=\"onset\">" +
+         escape("Depth onset: " + words::onset(r.depth_profile, r.options.onset_alpha)) +
+         ". Fine depth buckets (16 per octave, merged until each holds " +
+         std::to_string(r.options.min_split_center) + " positions); each point's paired test is the floor test's." +
+         "</figcaption></figure>\n";
   h += "</div>\n";
+  h += depth_profile_table(r);
   h += "<h2>Flip rate by margin</h2>\n" + bins_table(r);
   h += "<h2>Checks</h2>\n" + findings_table(r);
   h += "<h2>Splits</h2>\n" + splits_table(r);

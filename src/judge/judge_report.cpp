@@ -69,6 +69,44 @@ ordered finding_json(const Finding& f) {
           {"sentence", words::sentence(f)}};
 }
 
+ordered depth_profile_json(const JudgeReport& r) {
+  const DepthProfile& p = r.depth_profile;
+  if (!p.kept) return nullptr;
+  ordered bs = ordered::array();
+  for (const DepthBucket& b : p.buckets)
+    bs.push_back({{"depth", b.lo},
+                  {"depth_end", b.hi},
+                  {"n", b.n},
+                  {"segments", b.segments},
+                  {"value", num(b.cand)},
+                  {"floor_mean", num(b.floor_mean)},
+                  {"floor_min", num(b.floor_lo)},
+                  {"floor_max", num(b.floor_hi)},
+                  {"ratio_to_floor", num(b.ratio())},
+                  {"t", num(b.t)},
+                  {"df", num(b.df)},
+                  {"p_value", num(b.p_value)},
+                  {"outside", b.outside}});
+  const DepthOnset& o = p.onset;
+  ordered on = {{"tested", o.tested},
+                {"found", o.found},
+                {"depth", o.found ? ordered(o.depth) : ordered(nullptr)},
+                {"depth_end", o.found ? ordered(p.buckets[o.bucket].hi) : ordered(nullptr)},
+                {"ratio_to_floor", num(o.ratio_after)},
+                {"t_critical", num(o.t_critical)},
+                {"df", num(o.df)},
+                {"resamples", o.resamples},
+                {"found_share", num(o.found_share)},
+                {"interval", o.found_share > 0 ? ordered{o.lo, o.hi} : ordered(nullptr)},
+                {"sentence", words::onset(p, r.options.onset_alpha)}};
+  return {{"statistic", "kl_mean"},
+          {"fine_buckets_per_octave", kProfilePerOctave},
+          {"min_positions", r.options.min_split_center},
+          {"onset_alpha", r.options.onset_alpha},
+          {"buckets", bs},
+          {"onset", on}};
+}
+
 }  // namespace
 
 json report_json(const JudgeReport& r) {
@@ -175,6 +213,7 @@ json report_json(const JudgeReport& r) {
                      {"power", r.options.power},
                      {"mde_target", r.options.mde_target},
                      {"tests", ft}};
+  j["depth_profile"] = depth_profile_json(r);
   j["notes"] = r.notes;
   j["coverage"] = {{"ids", num(o.coverage_ids)},
                    {"mass", num(o.coverage_mass)},
@@ -242,6 +281,19 @@ std::vector<FloorTestRow> floor_test_rows(const JudgeReport& r) {
   return rows;
 }
 
+std::vector<std::string> depth_profile_header() {
+  return {"depths", "positions", "KL mean", "floor", "ratio", "floor runs min…max", "t", "outside"};
+}
+
+std::vector<std::vector<std::string>> depth_profile_rows(const JudgeReport& r) {
+  std::vector<std::vector<std::string>> rows;
+  for (const DepthBucket& b : r.depth_profile.buckets)
+    rows.push_back({words::depth_range(b.lo, b.hi), std::to_string(b.n), g3(b.cand), g3(b.floor_mean),
+                    g3(b.ratio()), g3(b.floor_lo) + "…" + g3(b.floor_hi),
+                    std::isfinite(b.t) ? fmt::format("{:.2f}", b.t) : "-", b.outside ? "yes" : "no"});
+  return rows;
+}
+
 std::string render_text(const JudgeReport& r) {
   std::ostringstream o;
   const SplitSummary& ov = r.cand.overall;
@@ -281,6 +333,7 @@ std::string render_text(const JudgeReport& r) {
     for (auto& s : r.inconclusive_reasons) o << "  " << s << "\n";
   }
   for (auto& n : r.notes) o << "note: " << n << "\n";
+  o << "depth onset: " << words::onset(r.depth_profile, r.options.onset_alpha) << "\n";
   if (r.options.explain || r.verdict == Verdict::fail) {
     // The deciding statistic (or, with --explain, every floor test) against each noise run's own value.
     for (auto& t : r.floor_tests) {
@@ -321,6 +374,17 @@ std::string render_text(const JudgeReport& r) {
       o << fmt::format("  {:<18} {:>10} {:>10} {:>21} {:>7} {:>9} {:>7}{}{}\n", c[0], c[1], c[2], c[3], c[4], c[5],
                        c[6], t.significant ? " *" : "", t.matters ? " (must detect)" : "");
     }
+  }
+  if (r.options.explain && !r.depth_profile.buckets.empty()) {
+    o << fmt::format("\n  depth profile, KL mean by depth against the floor (paired test per bucket; outside: t above "
+                     "the onset's critical value at α = {})\n",
+                     r.options.onset_alpha);
+    const std::vector<std::string> h = depth_profile_header();
+    o << fmt::format("  {:<13} {:>9} {:>10} {:>10} {:>7} {:>21} {:>7} {:>7}\n", h[0], h[1], h[2], h[3], h[4], h[5],
+                     h[6], h[7]);
+    for (const auto& c : depth_profile_rows(r))
+      o << fmt::format("  {:<13} {:>9} {:>10} {:>10} {:>7} {:>21} {:>7} {:>7}\n", c[0], c[1], c[2], c[3], c[4], c[5],
+                       c[6], c[7]);
   }
   o << fmt::format("\n  KL mean {} ± {}, p90 {}, p99.9 {}", g3(ov.kl.mean), g3(ov.kl.stderr_), g3(ov.kl.p90),
                    g3(ov.kl.p999));

@@ -59,8 +59,12 @@ const JudgeOptionDef kOptions[] = {
         "decode and the deepest depth bucket must detect this × the floor's KL mean, else INCONCLUSIVE"),
     real_option("--power", "power", &O::power, 0, true, 1, true,
                 "the power with which decode and the deepest depth bucket must detect the MDE target"),
+    real_option("--onset-alpha", "onset_alpha", &O::onset_alpha, 0, true, 1, true,
+                "false-alarm level of the depth onset: the one-sided paired test each depth-profile bucket "
+                "from the onset to the deepest must pass (reported only, not part of the verdict)"),
     flag_option("--explain", "explain", &O::explain,
-                "text report: every floor test's candidate value against each noise run's value"),
+                "text report: every floor test's candidate value against each noise run's value, and the "
+                "depth profile bucket by bucket"),
     flag_option("--allow-floor-mismatch", "allow_floor_mismatch", &O::allow_floor_mismatch,
                 "judge against noise runs whose engine, base precision, KV or logits dtype differ from the "
                 "candidate's (refused otherwise, exit 3; every report then says FLOOR MISMATCH)"),

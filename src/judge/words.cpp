@@ -120,6 +120,37 @@ std::string headline(const JudgeReport& r) {
 
 std::string caveats_title() { return "caveats (they do not change a FAIL)"; }
 
+// ---- the depth profile ---------------------------------------------------------------------------------
+std::string depth_range(std::int64_t lo, std::int64_t hi) {
+  return hi == lo + 1 ? fmt::format("{}", lo) : fmt::format("{} … {}", lo, hi - 1);
+}
+
+std::string onset(const DepthProfile& p, double alpha) {
+  const DepthOnset& o = p.onset;
+  if (!p.kept) return "no depth profile: the shards were written before kerncheck kept per-depth sums";
+  if (p.buckets.empty()) return "no depth profile: no depth bucket holds enough positions";
+  if (!o.tested) return "depth onset not tested: it needs two or more noise runs that differ";
+  const DepthBucket& last = p.buckets.back();
+  if (!o.found)
+    return fmt::format(
+        "no depth onset: the deepest depths ({}) are within the floor's spread (paired t = {:.3g} ≤ {:.3g}, "
+        "α = {})",
+        depth_range(last.lo, last.hi), last.t, o.t_critical, alpha);
+  const DepthBucket& b = p.buckets[o.bucket];
+  std::size_t outside = 0;
+  for (std::size_t i = o.bucket; i < p.buckets.size(); ++i) outside += p.buckets[i].outside;
+  std::string s = fmt::format(
+      "leaves the floor from depth {} on: {} of the {} depth buckets from {} to the deepest are outside the "
+      "floor's spread (paired t > {:.3g}, α = {}; the change point of their t); KL mean {}× the floor's from "
+      "there",
+      o.depth, outside, p.buckets.size() - o.bucket, depth_range(b.lo, b.hi), o.t_critical, alpha,
+      g3(o.ratio_after));
+  if (o.found_share > 0)
+    s += fmt::format("; 90 % interval {} … {} ({:.0f} % of {} segment resamples find an onset)", o.lo, o.hi,
+                     100 * o.found_share, o.resamples);
+  return s;
+}
+
 // ---- INCONCLUSIVE reasons -----------------------------------------------------------------------------
 std::string reason_no_reference() {
   return "no noise runs (--noise) and no thresholds (--thresholds): nothing says which numbers are normal";

@@ -29,6 +29,12 @@ std::string headline(const JudgeReport& r);
 // Over the reasons under a FAIL (they do not change it).
 std::string caveats_title();
 
+// ---- the depth profile ----
+std::string depth_range(std::int64_t lo, std::int64_t hi);  // depths [lo, hi): "2000 … 2047", "7"
+// The onset in one sentence: where the candidate leaves the floor, or why there is no onset (alpha: the
+// onset's level, for the sentence).
+std::string onset(const DepthProfile& p, double alpha);
+
 // ---- INCONCLUSIVE reasons ----
 std::string reason_no_reference();
 std::string reason_few_positions(std::int64_t judged, std::int64_t need);

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -25,6 +26,12 @@
 namespace kc {
 
 std::int64_t depth_bucket_lower(int b) { return b == 0 ? 0 : (std::int64_t{1} << (b - 1)); }
+
+std::int64_t profile_bucket_lower(int b) {
+  if (b < 32) return b;
+  const int e = b / kProfilePerOctave + 3;
+  return static_cast<std::int64_t>(b % kProfilePerOctave + 16) << (e - 4);
+}
 
 namespace {
 // Inline in the per-position loops of this file.
@@ -162,12 +169,22 @@ void JudgeAccumulator::init(int k_, std::vector<std::string> doms, int n_seg) {
   segment_kl.assign(n_seg, ExactSum{});
   segment_n.assign(n_seg, 0);
   segment_cells.assign(n_seg, {});
+  segment_depths.assign(n_seg, {});
 }
 
 void JudgeAccumulator::add_segment_cell(int segment, int cell, std::uint64_t n, const ExactSum& kl) {
   auto& v = segment_cells[segment];
   auto it = std::lower_bound(v.begin(), v.end(), cell, [](const SegmentCellSum& a, int c) { return a.cell < c; });
   if (it == v.end() || it->cell != cell) it = v.insert(it, SegmentCellSum{cell, 0, {}});
+  it->n += n;
+  it->kl.merge(kl);
+}
+
+void JudgeAccumulator::add_segment_depth(int segment, int bucket, std::uint64_t n, const ExactSum& kl) {
+  auto& v = segment_depths[segment];
+  auto it = std::lower_bound(v.begin(), v.end(), bucket,
+                             [](const SegmentDepthSum& a, int b) { return a.bucket < b; });
+  if (it == v.end() || it->bucket != bucket) it = v.insert(it, SegmentDepthSum{bucket, 0, {}});
   it->n += n;
   it->kl.merge(kl);
 }
@@ -409,6 +426,20 @@ inline int run_end(const std::int32_t* x, int s, int n) {
   while (i < n && x[i] == v) ++i;
   return i;
 }
+// Σ KL of the finite positions s … e-1 of the block into `out` (eight double-double lanes); returns their count.
+std::uint64_t finite_kl_sum(const PositionBlock& b, int s, int e, ExactSum& out) {
+  LaneSum sum;
+  V8l cnt{};
+  for (int i = s; i < e; i += 8) {
+    const V8l fin = mask_of(load8<V8b>(b.finite, i, e));
+    sum.add(fin ? load8<V8d>(b.kl, i, e) : V8d{});
+    cnt -= fin;
+  }
+  sum.fold_into(out);
+  std::uint64_t n = 0;
+  for (int l = 0; l < 8; ++l) n += static_cast<std::uint64_t>(cnt[l]);
+  return n;
+}
 }  // namespace
 
 void JudgeAccumulator::add_block(const PositionBlock& b) {
@@ -423,20 +454,24 @@ void JudgeAccumulator::add_block(const PositionBlock& b) {
     const int e = std::min(run_end(b.segment, s, b.n), run_end(b.cell, s, b.n));
     const int seg = b.segment[s];
     if (seg >= 0 && seg < n_segments) {
-      LaneSum sum;
-      V8l cnt{};
-      for (int i = s; i < e; i += 8) {
-        const V8l fin = mask_of(load8<V8b>(b.finite, i, e));
-        sum.add(fin ? load8<V8d>(b.kl, i, e) : V8d{});
-        cnt -= fin;
-      }
       ExactSum run;
-      sum.fold_into(run);
-      std::uint64_t nr = 0;
-      for (int l = 0; l < 8; ++l) nr += static_cast<std::uint64_t>(cnt[l]);
+      const std::uint64_t nr = finite_kl_sum(b, s, e, run);
       segment_kl[seg].merge(run);
       segment_n[seg] += nr;
       if (nr) add_segment_cell(seg, b.cell[s], nr, run);
+    }
+    s = e;
+  }
+  alignas(64) std::int32_t pb[PositionBlock::kPad];  // fine depth bucket of each position
+  std::int32_t deepest = depth_max;
+  for (int i = 0; i < b.n; ++i) pb[i] = profile_bucket(b.depth[i]), deepest = std::max(deepest, b.depth[i]);
+  depth_max = deepest;
+  for (int s = 0; s < b.n;) {  // runs of one segment and one fine depth bucket: the depth profile's sums
+    const int e = std::min(run_end(b.segment, s, b.n), run_end(pb, s, b.n));
+    const int seg = b.segment[s];
+    if (seg >= 0 && seg < n_segments) {
+      ExactSum run;
+      if (const std::uint64_t nr = finite_kl_sum(b, s, e, run)) add_segment_depth(seg, pb[s], nr, run);
     }
     s = e;
   }
@@ -497,7 +532,9 @@ void JudgeAccumulator::add(const PositionRecord& r) {
     ExactSum one;
     one.add(r.score.kl);
     add_segment_cell(r.segment, r.cell, 1, one);
+    add_segment_depth(r.segment, profile_bucket(r.depth), 1, one);
   }
+  depth_max = std::max(depth_max, r.depth);
   if (r.flip && r.margin > kBackstopMargin && high_margin_flips.size() < kHighMarginList)
     high_margin_flips.emplace_back(r.position, r.margin);
   offer_sample(sample, r.position, finite ? r.score.kl : INFINITY, r.margin, r.flip, r.domain, r.phase,
@@ -559,7 +596,10 @@ void JudgeAccumulator::merge(const JudgeAccumulator& o) {
     segment_kl[s].merge(o.segment_kl[s]);
     segment_n[s] += o.segment_n[s];
     for (const auto& c : o.segment_cells[s]) add_segment_cell(s, c.cell, c.n, c.kl);
+    for (const auto& d : o.segment_depths[s]) add_segment_depth(s, d.bucket, d.n, d.kl);
   }
+  has_segment_depths = has_segment_depths && o.has_segment_depths;
+  depth_max = std::max(depth_max, o.depth_max);
   worst_cap = std::max(worst_cap, o.worst_cap);
   for (auto& w : o.worst)
     if (wants_worst(w.kl, w.position)) offer_worst(w);
@@ -644,6 +684,16 @@ json JudgeAccumulator::to_json() const {
     sc.push_back(cs);
   }
   j["segment_cells"] = sc;
+  if (has_segment_depths) {
+    json sd = json::array();  // per segment: [[fine depth bucket, Σ KL hi, lo, n], …]
+    for (int s = 0; s < n_segments; ++s) {
+      json ds = json::array();
+      for (auto& d : segment_depths[s]) ds.push_back({d.bucket, d.kl.hi, d.kl.lo, d.n});
+      sd.push_back(ds);
+    }
+    j["segment_depths"] = sd;
+  }
+  j["depth_max"] = depth_max;
   json w = json::array();
   for (auto& x : worst)
     w.push_back({{"position", x.position},
@@ -711,6 +761,27 @@ JudgeAccumulator JudgeAccumulator::from_json(const json& j, const std::string& f
         e.lo = c.at(2);
         a.add_segment_cell(s, cell, c.at(3).get<std::uint64_t>(), e);
       }
+    // Shards written before the depth profile have no segment_depths: their report has no profile.
+    a.has_segment_depths = j.contains("segment_depths");
+    a.depth_max = j.value("depth_max", std::int32_t{-1});
+    if (a.has_segment_depths) {
+      const json& sd = j.at("segment_depths");
+      if (sd.size() != static_cast<std::size_t>(a.n_segments))
+        throw_input_error(file, "accumulator segment_depths", fmt::format("{} entries (n_segments)", a.n_segments),
+                          fmt::format("{}", sd.size()));
+      for (int s = 0; s < a.n_segments; ++s)
+        for (auto& d : sd[s]) {
+          const int bucket = d.at(0);
+          if (bucket < 0 || bucket > profile_bucket(std::numeric_limits<std::int32_t>::max()))
+            throw_input_error(file, "accumulator segment_depths",
+                              fmt::format("depth buckets 0 … {}", profile_bucket(std::numeric_limits<std::int32_t>::max())),
+                              fmt::format("{}", bucket));
+          ExactSum e;
+          e.hi = d.at(1);
+          e.lo = d.at(2);
+          a.add_segment_depth(s, bucket, d.at(3).get<std::uint64_t>(), e);
+        }
+    }
     // Shards written before `--worst` have no worst_cap: the fixed 20 then.
     a.worst_cap = j.value("worst_cap", kWorst);
     if (a.worst_cap < 1 || a.worst_cap > kWorstMax || j.at("worst").size() > a.worst_cap)

@@ -34,6 +34,17 @@ inline int depth_bucket(std::int64_t depth) {
 }
 std::int64_t depth_bucket_lower(int bucket);
 
+// Fine depth buckets of the depth profile (docs/judge.md, "Depth profile and onset"): a depth rounded down
+// to its five leading bits — every depth below 32 is its own bucket, from 32 on 16 buckets per octave
+// (3.1 … 6.25 % wide). The bucket index grows with the depth; depth ≤ 0 is bucket 0.
+inline constexpr int kProfilePerOctave = 16;
+inline int profile_bucket(std::int64_t depth) {
+  if (depth < 32) return depth <= 0 ? 0 : static_cast<int>(depth);
+  const int e = 63 - std::countl_zero(static_cast<std::uint64_t>(depth));  // floor(log2), ≥ 5
+  return kProfilePerOctave * (e - 3) + static_cast<int>((depth >> (e - 4)) & 15);
+}
+std::int64_t profile_bucket_lower(int bucket);  // the smallest depth of the bucket
+
 inline constexpr int kPhases = 2;  // 0 prefill, 1 decode
 inline constexpr int kCellsPerDomain = kDepthBuckets * kPhases;
 inline int cell_index(int domain, int depth_bucket, int phase) {
@@ -139,6 +150,14 @@ struct SegmentCellSum {
   ExactSum kl;
 };
 
+// Σ KL and count of one segment's finite positions in one fine depth bucket (profile_bucket): the depth
+// profile's per-segment sums, paired over segments as the floor test's.
+struct SegmentDepthSum {
+  std::int32_t bucket = 0;
+  std::uint64_t n = 0;
+  ExactSum kl;
+};
+
 struct JudgeAccumulator {
   static constexpr std::size_t kWorst = 20, kSample = 20000, kHighMarginList = 20;
   static constexpr std::size_t kWorstMax = 100000;  // `--worst N`: each entry keeps a quoted context
@@ -158,6 +177,12 @@ struct JudgeAccumulator {
   std::vector<std::uint64_t> segment_n;
   std::vector<std::vector<SegmentCellSum>> segment_cells;  // per segment, sorted by cell
   void add_segment_cell(int segment, int cell, std::uint64_t n, const ExactSum& kl);
+  std::vector<std::vector<SegmentDepthSum>> segment_depths;  // per segment, sorted by fine depth bucket
+  void add_segment_depth(int segment, int bucket, std::uint64_t n, const ExactSum& kl);
+  // False when read from a shard written before the depth sums were kept (a merge with one keeps false):
+  // the report then has no depth profile.
+  bool has_segment_depths = true;
+  std::int32_t depth_max = -1;  // the deepest depth judged (the profile's deepest bucket ends past it)
   std::vector<WorstPosition> worst;  // sorted by KL desc, then position asc; ≤ worst_cap
   std::size_t worst_cap = kWorst;    // `kerncheck test --worst N`; a merge keeps the larger
   std::vector<SamplePoint> sample;   // ≤ kSample, a max-heap by hash (outside add_block … finish_blocks)

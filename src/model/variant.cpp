@@ -15,22 +15,26 @@ namespace {
 
 constexpr const char* kSyntax =
     "terms joined by '+': f32 | bf16 | p=f32|bf16|f16|fp8|fp8x448|fp8x256 | kv=DTYPE | attn=exact|flash | "
-    "gdn=f32|fla | order=SEED (integer ≥ 0) | logits=f32|bf16|f16 | bug:NAME=STRENGTH | "
+    "gdn=f32|fla | order=SEED (integer ≥ 0) | logits=f32|bf16|f16 | bug:NAME=STRENGTH | bug:deep_score@D=S | "
     "round:NAME[@LAYER]=BITS (BITS 0…23), e.g. bf16+p=fp8x448+round:mlp.out=5, bf16+order=3";
 
 // The injected regressions of `bug:NAME=STRENGTH` (docs/lab.md, the zoo of bench/zoo.py). `bits`: STRENGTH
 // is a mantissa width 0 … 22 (smaller = stronger); `count`: an integer ≥ 1 (smaller = stronger); `real`: a
-// real number ≠ 0 (|larger| = stronger); `factor`: a real > 0, ≠ 1.
+// real number ≠ 0 (|larger| = stronger); `factor`: a real > 0, ≠ 1. `from`: the bug has a start depth
+// (`bug:NAME@D=S`), this one when none is written (0: the bug has none).
 enum class BugArg { bits, count, real, factor };
 struct BugSpec {
   const char* name;
   BugArg arg;
   const char* what;
+  std::int64_t from = 0;
 };
 constexpr BugSpec kBugs[] = {
     {"attn_scale", BugArg::real, "attention: softmax scale times 1 + S (hook: attn.q scaled)"},
     {"deep_score", BugArg::real,
-     "depth only: attention scores of keys at positions ≥ 256 (past a tile boundary) times 1 + S"},
+     "depth only: attention scores of keys at positions ≥ D times 1 + S (bug:deep_score@D=S; default D = 256, "
+     "a tile boundary)",
+     static_cast<std::int64_t>(engine::kDeepKeys)},
     {"kv_k", BugArg::bits, "KV cache: K kept to S mantissa bits as it enters the cache (V untouched)"},
     {"kv_v", BugArg::bits, "KV cache: V kept to S mantissa bits as it enters the cache (K untouched)"},
     {"decode_kv", BugArg::bits,
@@ -107,7 +111,9 @@ std::vector<std::string> terms_of(const Variant& v) {
   for (const auto& r : v.round) t.push_back(round_term(r));
   if (v.order != 0) t.push_back(fmt::format("order={}", v.order));
   if (v.logits && *v.logits != DType::float32) t.push_back("logits=" + kv_name(*v.logits));
-  for (const auto& b : v.bugs) t.push_back(fmt::format("bug:{}={}", b.name, b.strength));
+  for (const auto& b : v.bugs)
+    t.push_back(b.from >= 0 ? fmt::format("bug:{}@{}={}", b.name, b.from, b.strength)
+                            : fmt::format("bug:{}={}", b.name, b.strength));
   std::sort(t.begin(), t.end());
   return t;
 }
@@ -210,9 +216,21 @@ Variant parse_variant(std::string_view spec, std::string_view field) {
       const std::string_view body = term.substr(4);
       const std::size_t eq = body.find('=');
       if (eq == std::string_view::npos) bad_term(field, spec, term, "missing =STRENGTH");
-      const std::string_view name = body.substr(0, eq), val = body.substr(eq + 1);
+      std::string_view name = body.substr(0, eq);
+      const std::string_view val = body.substr(eq + 1);
+      std::int64_t from = -1;  // -1: the bug's default start (dropped from the canonical form)
+      if (const std::size_t at = name.find('@'); at != std::string_view::npos) {
+        const std::string_view d = name.substr(at + 1);
+        auto [ptr, ec] = std::from_chars(d.data(), d.data() + d.size(), from);
+        if (d.empty() || ec != std::errc() || ptr != d.data() + d.size() || from < 1 || from > (1ll << 31))
+          bad_term(field, spec, term, "the start depth D after '@' must be an integer 1 … 2147483648");
+        name = name.substr(0, at);
+      }
       const BugSpec* b = find_bug(name);
       if (!b) bad_term(field, spec, term, fmt::format("unknown bug '{}' (one of {})", name, bug_names()));
+      if (from >= 0 && b->from == 0)
+        bad_term(field, spec, term, "this bug has no start depth ('@D' is for deep_score)");
+      if (from == b->from) from = -1;
       for (const auto& o : v.bugs)
         if (o.name == name) bad_term(field, spec, term, "this bug is given twice");
       double x = 0;
@@ -234,7 +252,7 @@ Variant parse_variant(std::string_view spec, std::string_view field) {
           if (!number || x <= 0 || x == 1) bad_term(field, spec, term, "STRENGTH must be a real factor > 0, ≠ 1");
           break;
       }
-      v.bugs.push_back({std::string(name), x});
+      v.bugs.push_back({std::string(name), x, from});
     } else if (term.substr(0, 6) == "round:") {
       const std::string_view body = term.substr(6);
       const std::size_t eq = body.rfind('=');
@@ -350,7 +368,10 @@ std::shared_ptr<VariantUsage> apply_variant(CausalLM& model, const Variant& v, e
   for (const auto& b : v.bugs) {
     const auto bits = static_cast<int>(b.strength);
     if (b.name == "attn_scale") attn_scale = static_cast<float>(b.strength);
-    if (b.name == "deep_score") ko.bugs.deep_score = static_cast<float>(b.strength);
+    if (b.name == "deep_score") {
+      ko.bugs.deep_score = static_cast<float>(b.strength);
+      if (b.from >= 0) ko.bugs.deep_from = static_cast<std::size_t>(b.from);
+    }
     if (b.name == "kv_k") kv_k = bits;
     if (b.name == "kv_v") kv_v = bits;
     if (b.name == "decode_kv") decode_kv = bits;

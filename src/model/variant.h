@@ -22,6 +22,7 @@
 //                       that returns bf16 logits (vLLM in bf16)
 //   bug:NAME=STRENGTH   an injected regression (kBugs in variant.cpp, docs/lab.md): attn_scale, deep_score,
 //                       kv_k, kv_v, decode_kv, rope, norm_rsqrt, norm_eps, gemm_acc, silu, logits_scale
+//   bug:deep_score@D=S  the depth bug from key position D on (default 256, dropped from the canonical form)
 // Example: "bf16+p=fp8x448+round:mlp.out=5".
 // The canonical form drops terms that equal the default (f32 with other terms, p=f32, kv=f32,
 // attn=exact) and keeps round terms as written (round:X=23 is a sweep's end point).
@@ -53,6 +54,7 @@ struct TensorRounding {
 struct InjectedBug {
   std::string name;  // a name of kBugs (variant.cpp)
   double strength = 0;
+  std::int64_t from = -1;  // bug:NAME@D=S: the depth where it starts (deep_score); -1 = the bug's default
 };
 
 struct Variant {

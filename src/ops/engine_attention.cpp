@@ -80,15 +80,24 @@ Acc lane_sum(const float* x, std::size_t n) {
   return acc[0];
 }
 
-// The lab's depth bug (KernelBugs::deep_score): scores s[j] of keys j0 + j ≥ kDeepKeys, j < n, times f.
-void deep_bug(float* s, std::size_t j0, std::size_t n, float f) {
-  for (std::size_t j = j0 >= kDeepKeys ? 0 : kDeepKeys - j0; j < n; ++j) s[j] *= f;
+// The lab's depth bug as the kernels apply it (KernelBugs::deep_score, deep_from): scores of keys at positions
+// ≥ from times factor; factor 1 is no bug.
+struct DeepBug {
+  float factor = 1.0f;
+  std::size_t from = kDeepKeys;
+  bool on() const { return factor != 1.0f; }
+};
+DeepBug deep_bug_of(const KernelOptions& opt) { return {1.0f + opt.bugs.deep_score, opt.bugs.deep_from}; }
+
+// Scores s[j] of keys j0 + j ≥ d.from, j < n, times d.factor.
+void deep_bug(float* s, std::size_t j0, std::size_t n, const DeepBug& d) {
+  for (std::size_t j = j0 >= d.from ? 0 : d.from - j0; j < n; ++j) s[j] *= d.factor;
 }
 
 // The exact kernels' score step of one row of keys 0 … n_keys-1 (the first `visible` visible): the depth bug,
 // × scale (scale = 0: the GEMM's alpha already scaled it), p = exp(s − exact row max), 0 past `visible`.
-void exact_p_row(float* s, std::size_t visible, std::size_t n_keys, float scale, float deep) {
-  if (deep != 1.0f) deep_bug(s, 0, visible, deep);
+void exact_p_row(float* s, std::size_t visible, std::size_t n_keys, float scale, const DeepBug& deep) {
+  if (deep.on()) deep_bug(s, 0, visible, deep);
   const float mx = scale != 0.0f ? scale_and_max(s, visible, scale) : row_max(s, visible);
   exp_shift(s, visible, mx);
   std::fill(s + visible, s + n_keys, 0.0f);
@@ -97,7 +106,7 @@ void exact_p_row(float* s, std::size_t visible, std::size_t n_keys, float scale,
 // The score step of the exact kernels for tile (head h, query rows t0 … t1-1) over keys 0 … pos0+t1-1:
 // s = q·kᵀ (one GEMM), then exact_p_row per row. p: [rows, pos0 + t1].
 void exact_scores(const float* q, std::size_t pos0, const float* k, const Geometry& G, std::size_t h,
-                  std::size_t t0, std::size_t t1, float* p, float deep) {
+                  std::size_t t0, std::size_t t1, float* p, const DeepBug& deep) {
   const std::size_t g = h / G.group, rows = t1 - t0, n_keys = pos0 + t1;
   sgemm_nt_serial(q + t0 * G.q_stride + h * G.hd, G.q_stride, k + g * G.hd, G.kv_stride, p, n_keys, rows,
                   n_keys, G.hd);
@@ -108,7 +117,7 @@ void exact_scores(const float* q, std::size_t pos0, const float* k, const Geomet
 // p = exp(s − max), row sum in f64 (16 lanes, merged pairwise), one P·V GEMM, divide.
 void exact_tile(const float* q, std::size_t pos0, const float* k, const float* v, const Geometry& G,
                 std::size_t h, std::size_t t0, std::size_t t1, float* out, const TensorHook* hook,
-                int layer, float deep) {
+                int layer, const DeepBug& deep) {
   const std::size_t g = h / G.group, rows = t1 - t0, hd = G.hd;
   const std::size_t n_keys = pos0 + t1;  // keys visible to the tile's last row
   thread_local std::vector<float> p_buf;
@@ -136,7 +145,7 @@ void exact_tile(const float* q, std::size_t pos0, const float* k, const float* v
 // same as exact_tile's.
 void exact_group_tile(const float* q, std::size_t pos0, const float* k, const float* v, const Geometry& G,
                       std::size_t g, std::size_t t0, std::size_t t1, float* out, const TensorHook* hook,
-                      int layer, float deep) {
+                      int layer, const DeepBug& deep) {
   const std::size_t rows = t1 - t0, R = G.group * rows, hd = G.hd, n_keys = pos0 + t1;
   thread_local std::vector<float> q_buf, p_buf, o_buf;
   thread_local std::vector<double> row_sum;
@@ -178,7 +187,7 @@ void exact_group_tile(const float* q, std::size_t pos0, const float* k, const fl
 // order ≠ 0: the key blocks (size and order) of order_blocks instead of kFlashBlockKeys in key order.
 void flash_tile(const float* q, std::size_t pos0, const float* k, const float* v, const Geometry& G,
                 std::size_t h, std::size_t t0, std::size_t t1, float* out, const TensorHook* hook,
-                int layer, float deep, std::uint32_t order) {
+                int layer, const DeepBug& deep, std::uint32_t order) {
   const std::size_t g = h / G.group, rows = t1 - t0, hd = G.hd;
   const std::size_t n_keys = pos0 + t1;
   thread_local std::vector<OrderBlock> blocks;
@@ -211,7 +220,7 @@ void flash_tile(const float* q, std::size_t pos0, const float* k, const float* v
         alpha[r] = 1.0f;
         continue;
       }
-      if (deep != 1.0f) deep_bug(sr, j0, cnt, deep);
+      if (deep.on()) deep_bug(sr, j0, cnt, deep);
       const float m_new = std::max(m[r], scale_and_max(sr, cnt, G.scale));
       exp_shift(sr, cnt, m_new);
       const float sum = lane_sum<float>(sr, cnt);
@@ -236,7 +245,7 @@ void flash_tile(const float* q, std::size_t pos0, const float* k, const float* v
 // (f32) and P·V accumulated over key blocks of order_blocks in their drawn order. One hook event per tile.
 void exact_ordered_tile(const float* q, std::size_t pos0, const float* k, const float* v, const Geometry& G,
                         std::size_t h, std::size_t t0, std::size_t t1, float* out, const TensorHook* hook,
-                        int layer, float deep, std::uint32_t order) {
+                        int layer, const DeepBug& deep, std::uint32_t order) {
   const std::size_t g = h / G.group, rows = t1 - t0, hd = G.hd;
   const std::size_t n_keys = pos0 + t1;
   thread_local std::vector<float> p_buf, pv_buf, acc_buf;
@@ -273,7 +282,7 @@ void exact_ordered_tile(const float* q, std::size_t pos0, const float* k, const 
 void head_tile(const float* q, std::size_t pos0, const float* k, const float* v, const Geometry& G,
                std::size_t h, std::size_t t0, std::size_t t1, float* out, const TensorHook* hook, int layer,
                const KernelOptions& opt) {
-  const float deep = 1.0f + opt.bugs.deep_score;
+  const DeepBug deep = deep_bug_of(opt);
   if (opt.attention == AttentionKernel::flash)
     flash_tile(q, pos0, k, v, G, h, t0, t1, out, hook, layer, deep, opt.order);
   else if (opt.order != 0)
@@ -291,7 +300,7 @@ void attention_causal(const float* q, std::size_t T, std::size_t pos0, const flo
   const Geometry G = geometry(shape);
   const std::size_t blocks = chunk_count(T, kAttnBlockRows);
   const bool flash = opt.attention == AttentionKernel::flash;
-  const float deep = 1.0f + opt.bugs.deep_score;
+  const DeepBug deep = deep_bug_of(opt);
   if (!flash && opt.order == 0 && T > 1 && G.group > 1) {  // prefill: one task per (KV head, row block)
     parallel_for(G.nkv * blocks, 1, [&](std::size_t task, std::size_t, std::size_t) {
       const std::size_t g = task / blocks;

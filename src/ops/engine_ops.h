@@ -150,6 +150,7 @@ enum class AttentionKernel {
   flash,  // online softmax over blocks of kFlashBlockKeys keys (running max, rescaled partial sums and
           // output accumulator, f32 row sum), as flash attention 2 and the seed's attention_row
 };
+inline constexpr std::size_t kDeepKeys = 256;  // the depth bug's default start: a tile boundary
 // Injected regressions of the lab (`bug:NAME=STRENGTH`, docs/lab.md) that live inside the engine's kernels;
 // the rest live in the variant's hook (src/model/variant.cpp). Defaults: no bug.
 struct KernelBugs {
@@ -158,13 +159,13 @@ struct KernelBugs {
   float norm_eps_factor = 1.0f;   // the model's rms eps multiplied by this (a wrong eps from a config)
   std::size_t gemm_bf16_every = 0;  // packed GEMM (Llama): partial sums stored as bf16 every N k
   int silu_sigmoid_bits = 23;     // silu_mul sigmoid_bits
-  float deep_score = 0.0f;        // attention: scores of keys at positions ≥ kDeepKeys multiplied by 1 + this
+  float deep_score = 0.0f;        // attention: scores of keys at positions ≥ deep_from multiplied by 1 + this
+  std::size_t deep_from = kDeepKeys;  // … the first key position it acts on (`bug:deep_score@D=S`: D)
   bool any() const {
     return rope_angle_bits < 23 || norm_rsqrt_bits < 23 || norm_eps_factor != 1.0f || gemm_bf16_every ||
            silu_sigmoid_bits < 23 || deep_score != 0.0f;
   }
 };
-inline constexpr std::size_t kDeepKeys = 256;  // the depth bug's tile boundary
 
 struct KernelOptions {
   AttentionKernel attention = AttentionKernel::exact;

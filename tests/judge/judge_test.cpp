@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "core/error.h"
@@ -210,6 +212,17 @@ TEST(Accumulate, FastPathEqualsPerPositionPathAndSampleIsTheSmallestHashes) {
   for (int f = 0; f < kFineMarginBins; ++f)
     EXPECT_EQ(a.fine_margin_sum[f].value(), b.fine_margin_sum[f].value()) << f;
   EXPECT_EQ(a.segment_n, b.segment_n);
+  // The depth profile's per-segment sums: the same fine buckets, counts and sums on both paths.
+  for (int j = 0; j < a.n_segments; ++j) {
+    ASSERT_EQ(a.segment_depths[j].size(), b.segment_depths[j].size()) << j;
+    ASSERT_GT(a.segment_depths[j].size(), 100u);  // depths 0 … 999: 32 + 16 × 5 buckets
+    for (std::size_t i = 0; i < a.segment_depths[j].size(); ++i) {
+      const SegmentDepthSum &x = a.segment_depths[j][i], &y = b.segment_depths[j][i];
+      EXPECT_EQ(x.bucket, y.bucket);
+      EXPECT_EQ(x.n, y.n);
+      EXPECT_NEAR(x.kl.value(), y.kl.value(), 1e-6 * (1 + y.kl.value()));
+    }
+  }
   // The sample: the kSample smallest hashes, whichever path collected them.
   std::vector<std::pair<std::uint64_t, std::int64_t>> h;
   for (std::int64_t i = 0; i < n; ++i) h.emplace_back(position_hash(i), i);
@@ -315,6 +328,7 @@ TEST(Options, DefaultsAndRanges) {
                                            {"min_coverage", 0.99},
                                            {"mde_target", 1.25},
                                            {"power", 0.95},
+                                           {"onset_alpha", 0.01},
                                            {"explain", 0},
                                            {"allow_floor_mismatch", 0}};
   std::map<std::string, double> got;
@@ -341,6 +355,8 @@ TEST(Options, DefaultsAndRanges) {
   EXPECT_NE(refused("min_positions", 2.5).find("whole number"), std::string::npos);
   EXPECT_NE(refused("explain", 2).find("true or false"), std::string::npos);
   EXPECT_NE(refused("power", NAN).find("--power"), std::string::npos);
+  EXPECT_NE(refused("onset_alpha", 0).find("--onset-alpha (onset_alpha): expected a value in (0, 1)"),
+            std::string::npos);
 }
 
 // Floors that match: dtypes by their canonical names whether the variant parsed or was read term by term
@@ -459,6 +475,204 @@ TEST(Verdict, FloorTestFalseAlarmRateUnderTheNull) {
   EXPECT_GE(tests, 8);  // overall, 2 domains, 2 phases, depth buckets
   EXPECT_LE(rate, o.alpha + 3 * std::sqrt(o.alpha * (1 - o.alpha) / trials)) << false_alarms << " of " << trials;
   EXPECT_GE(detected, 54) << "a 1.5 × regression found in only " << detected << " of 60";
+}
+
+// ---- the depth profile and its onset (docs/judge.md, "Depth profile and onset") --------------------------
+
+// The fine buckets: every depth below 32 its own, then 16 per octave (the depth's five leading bits).
+TEST(DepthProfile, FineBuckets) {
+  EXPECT_EQ(kProfilePerOctave, 16);
+  const std::pair<std::int64_t, int> pinned[] = {{-3, 0},  {0, 0},   {1, 1},   {31, 31}, {32, 32}, {33, 32},
+                                                 {34, 33}, {63, 47}, {64, 48}, {67, 48}, {68, 49}, {2047, 127},
+                                                 {2048, 128}, {2176, 129}, {4095, 143}, {4096, 144}};
+  for (auto [d, b] : pinned) EXPECT_EQ(profile_bucket(d), b) << d;
+  int prev = 0;
+  for (std::int64_t d = 1; d < 300000; ++d) {
+    const int b = profile_bucket(d);
+    ASSERT_TRUE(b == prev || b == prev + 1) << d;  // no bucket skipped, the index grows with the depth
+    ASSERT_LE(profile_bucket_lower(b), d);
+    ASSERT_GT(profile_bucket_lower(b + 1), d);
+    if (d >= 32) ASSERT_LE(profile_bucket_lower(b + 1) - profile_bucket_lower(b), d / 16 + 1) << d;  // ≤ 6.25 %
+    prev = b;
+  }
+  EXPECT_EQ(profile_bucket_lower(profile_bucket(std::numeric_limits<std::int32_t>::max()) + 1), std::int64_t{1} << 31);
+}
+
+// Runs of kSeg segments of depth kLen: per-position KL lognormal × a run-level shift (the
+// between-implementation spread) × a segment factor × chi²/4 noise; `scale` multiplies the KL of the positions
+// deeper than `from` (a regression that acts only beyond a depth).
+struct DepthModel {
+  int kSeg = 12, kLen = 1024;
+  std::vector<double> base;
+  explicit DepthModel(std::mt19937_64& rng, int segments = 12, int length = 1024) : kSeg(segments), kLen(length) {
+    std::lognormal_distribution<double> ln(std::log(1e-3), 1.0);
+    for (int i = 0; i < kSeg * kLen; ++i) base.push_back(ln(rng));
+  }
+  JudgeAccumulator run(std::mt19937_64& rng, double scale = 1, int from = 1 << 30) const {
+    std::normal_distribution<double> z(0, 1);
+    std::chi_squared_distribution<double> chi(4);
+    JudgeAccumulator a;
+    a.init(20, {"code", "prose"}, kSeg);
+    a.add_range(0, kSeg * kLen);
+    const double shift = std::exp(0.03 * z(rng));
+    for (int j = 0; j < kSeg; ++j) {
+      const double seg = std::exp(0.1 * z(rng));
+      for (int t = 0; t < kLen; ++t) {
+        PositionRecord r;
+        r.position = j * kLen + t;
+        r.segment = j;
+        r.domain = static_cast<std::uint8_t>(j % 2);
+        r.depth = t + 1;
+        r.phase = t >= kLen - 16;
+        r.cell = cell_index(r.domain, depth_bucket(r.depth), r.phase);
+        r.score.kl = (r.depth > from ? scale : 1.0) * base[r.position] * shift * seg * chi(rng) / 4;
+        r.score.kl_upper = r.score.kl;
+        r.score.covered = 20;
+        r.score.mass = r.score.mass_covered = 1;
+        r.margin = 3.0;
+        a.add(r);
+      }
+    }
+    return a;
+  }
+  GoldenMeta meta() const {
+    GoldenMeta m = tiny_meta(kSeg * kLen, 20);
+    m.segments.clear();
+    for (int j = 0; j < kSeg; ++j)
+      m.segments.push_back(Segment{"s" + std::to_string(j), j % 2 ? "prose" : "code", 1, j * kLen, "", {}});
+    return m;
+  }
+};
+
+JudgeOptions depth_options() {
+  JudgeOptions o;
+  o.min_uncertain = 0, o.mde_target = INFINITY;  // no flips in this model; power is tested elsewhere
+  return o;
+}
+
+// The profile's buckets: fine buckets merged from the shallow end until each holds min_split_center
+// positions, the remainder joining the deepest; the floor's columns and the paired test per bucket.
+TEST(DepthProfile, BucketsHoldMinSplitCenterPositions) {
+  std::mt19937_64 rng(5);
+  const DepthModel model(rng);
+  std::vector<JudgeAccumulator> floor;
+  for (int i = 0; i < 4; ++i) floor.push_back(model.run(rng));
+  JudgeOptions o = depth_options();
+  for (std::int64_t min : {100, 250, 1000}) {
+    o.min_split_center = min;
+    const JudgeReport r =
+        judge(model.meta(), "g", model.run(rng), "c", floor, {"n0", "n1", "n2", "n3"}, nullptr, o);
+    const auto& B = r.depth_profile.buckets;
+    ASSERT_FALSE(B.empty());
+    std::int64_t total = 0;
+    for (std::size_t i = 0; i < B.size(); ++i) {
+      EXPECT_GE(B[i].n, min) << i;
+      if (i + 1 < B.size()) EXPECT_EQ(B[i].hi, B[i + 1].lo);
+      // Not more than needed: without its last fine bucket a bucket would hold fewer than min (but the last).
+      if (i + 1 < B.size()) EXPECT_LT(B[i].n - model.kSeg * (B[i].hi - profile_bucket_lower(profile_bucket(B[i].hi - 1))), min) << i;
+      EXPECT_EQ(B[i].segments, model.kSeg);
+      EXPECT_TRUE(std::isfinite(B[i].t));
+      EXPECT_EQ(B[i].df, 3);
+      EXPECT_LE(B[i].floor_lo, B[i].floor_mean);
+      EXPECT_GE(B[i].floor_hi, B[i].floor_mean);
+      total += B[i].n;
+    }
+    EXPECT_EQ(B.front().lo, 1);
+    EXPECT_EQ(B.back().hi, model.kLen + 1);  // the deepest depth judged, not its fine bucket's edge (1088)
+    EXPECT_EQ(total, model.kSeg * model.kLen);
+    EXPECT_TRUE(r.depth_profile.onset.tested);
+  }
+  // One noise run: the floor's mean, no test; none: the candidate alone.
+  const JudgeReport one = judge(model.meta(), "g", model.run(rng), "c", {floor[0]}, {"n0"}, nullptr, o);
+  EXPECT_FALSE(one.depth_profile.onset.tested);
+  EXPECT_TRUE(std::isfinite(one.depth_profile.buckets[0].floor_mean));
+  EXPECT_TRUE(std::isnan(one.depth_profile.buckets[0].t));
+  EXPECT_NE(words::onset(one.depth_profile, o.onset_alpha).find("two or more noise runs"), std::string::npos);
+  const JudgeReport none = judge(model.meta(), "g", model.run(rng), "c", {}, {}, nullptr, o);
+  EXPECT_FALSE(none.depth_profile.buckets.empty());
+  EXPECT_TRUE(std::isnan(none.depth_profile.buckets[0].floor_mean));
+}
+
+// The onset rule's false-alarm rate on runs drawn from the null (the candidate exchangeable with the floor
+// runs, a 3 % run-level shift included) is at most onset_alpha: the deepest bucket's one-sided test decides
+// whether any onset is reported.
+TEST(DepthProfile, OnsetFalseAlarmRateUnderTheNull) {
+  std::mt19937_64 rng(2027);
+  for (double alpha : {0.01, 0.05}) {
+    JudgeOptions o = depth_options();
+    o.onset_alpha = alpha;
+    const int trials = 300;
+    int alarms = 0;
+    for (int trial = 0; trial < trials; ++trial) {
+      const DepthModel model(rng, 8, 512);
+      std::vector<JudgeAccumulator> floor;
+      for (int i = 0; i < 6; ++i) floor.push_back(model.run(rng));
+      const JudgeReport r = judge(model.meta(), "g", model.run(rng), "c", floor,
+                                  {"n0", "n1", "n2", "n3", "n4", "n5"}, nullptr, o);
+      ASSERT_TRUE(r.depth_profile.onset.tested);
+      alarms += r.depth_profile.onset.found;
+    }
+    const double rate = static_cast<double>(alarms) / trials;
+    RecordProperty("onset_false_alarm_rate_at_" + std::to_string(alpha), std::to_string(rate));
+    EXPECT_LE(rate, alpha + 3 * std::sqrt(alpha * (1 - alpha) / trials)) << alarms << " of " << trials;
+  }
+}
+
+// A regression that acts only beyond depth D (KL × 1.6 there) is found within ±10 % of D, at three D, in at
+// least 95 % of the trials; its interval holds the found onset.
+TEST(DepthProfile, OnsetFoundNearTheDepthWhereTheRegressionStarts) {
+  std::mt19937_64 rng(2028);
+  const JudgeOptions o = depth_options();
+  for (int D : {200, 500, 800}) {
+    const int trials = 40;
+    int near = 0;
+    for (int trial = 0; trial < trials; ++trial) {
+      const DepthModel model(rng);
+      std::vector<JudgeAccumulator> floor;
+      for (int i = 0; i < 6; ++i) floor.push_back(model.run(rng));
+      const JudgeReport r = judge(model.meta(), "g", model.run(rng, 1.6, D), "c", floor,
+                                  {"n0", "n1", "n2", "n3", "n4", "n5"}, nullptr, o);
+      const DepthOnset& on = r.depth_profile.onset;
+      if (!on.found) continue;
+      near += std::abs(static_cast<double>(on.depth - D)) <= 0.1 * D;
+      EXPECT_LE(on.lo, on.hi);
+      EXPECT_GT(on.found_share, 0);
+      EXPECT_EQ(on.resamples, 200);
+    }
+    RecordProperty("onset_within_10pct_of_" + std::to_string(D), std::to_string(near));
+    EXPECT_GE(near, 38) << "D " << D << ": found within ±10 % in " << near << " of " << trials;
+  }
+}
+
+// Shards keep the depth sums; a shard written before they were kept has no profile, nor has a merge with it.
+TEST(DepthProfile, ShardsKeepTheSumsAndOldShardsHaveNone) {
+  std::mt19937_64 rng(9);
+  const DepthModel model(rng);
+  const JudgeAccumulator a = model.run(rng);
+  nlohmann::json j = a.to_json();
+  JudgeAccumulator back = JudgeAccumulator::from_json(j, "s.kcpart");
+  ASSERT_TRUE(back.has_segment_depths);
+  for (int s = 0; s < a.n_segments; ++s) {
+    ASSERT_EQ(back.segment_depths[s].size(), a.segment_depths[s].size());
+    for (std::size_t i = 0; i < a.segment_depths[s].size(); ++i) {
+      EXPECT_EQ(back.segment_depths[s][i].bucket, a.segment_depths[s][i].bucket);
+      EXPECT_EQ(back.segment_depths[s][i].n, a.segment_depths[s][i].n);
+      EXPECT_EQ(back.segment_depths[s][i].kl.value(), a.segment_depths[s][i].kl.value());
+    }
+  }
+  j["segment_depths"][0].push_back({100000, 1.0, 0.0, 1});
+  EXPECT_THROW(JudgeAccumulator::from_json(j, "s.kcpart"), Error);
+  j.erase("segment_depths");
+  j["ranges"] = {{model.kSeg * model.kLen, 2 * model.kSeg * model.kLen}};  // the next shard
+  JudgeAccumulator old = JudgeAccumulator::from_json(j, "s.kcpart");
+  EXPECT_FALSE(old.has_segment_depths);
+  EXPECT_FALSE(old.to_json().contains("segment_depths"));
+  JudgeAccumulator merged = a;
+  merged.merge(old);
+  EXPECT_FALSE(merged.has_segment_depths);
+  const JudgeReport r = judge(model.meta(), "g", old, "c", {}, {}, nullptr, depth_options());
+  EXPECT_FALSE(r.depth_profile.kept);
+  EXPECT_TRUE(report_json(r)["depth_profile"].is_null());
 }
 
 TEST(Verdict, ThresholdsMode) {

@@ -50,6 +50,12 @@ TEST(VariantParse, CanonicalForm) {
   EXPECT_EQ(canon("bug:kv_k=4+bf16"), "bf16+bug:kv_k=4");
   EXPECT_EQ(canon("bug:attn_scale=0.020+bug:deep_score=-0.5+bf16"),
             "bf16+bug:attn_scale=0.02+bug:deep_score=-0.5");
+  // The depth bug's start: written when it is not the default 256, dropped when it is.
+  EXPECT_EQ(canon("bug:deep_score@1500=0.50+bf16"), "bf16+bug:deep_score@1500=0.5");
+  EXPECT_EQ(canon("bug:deep_score@256=0.5"), "bug:deep_score=0.5");
+  EXPECT_EQ(canon(canon("bf16+bug:deep_score@2048=-1")), "bf16+bug:deep_score@2048=-1");
+  EXPECT_EQ(parse_variant("bug:deep_score@1500=0.5").bugs[0].from, 1500);
+  EXPECT_EQ(parse_variant("bug:deep_score=0.5").bugs[0].from, -1);
   for (const char* s :
        {"bf16+p=fp8x256+kv=f16+attn=flash+round:attn.out@2=9", "p=fp8", "p=f16+round:x_y.z=0"})
     EXPECT_EQ(canon(canon(s)), canon(s)) << s;
@@ -95,6 +101,13 @@ TEST(VariantParse, BadInputNamesFieldAndTerm) {
       {"bug:attn_scale=abc", "real number ≠ 0"},
       {"bug:norm_eps=1", "factor > 0"},
       {"bug:kv_k=3+bug:kv_k=4", "given twice"},
+      {"bug:deep_score@=0.5", "start depth D after '@'"},
+      {"bug:deep_score@0=0.5", "start depth D after '@'"},
+      {"bug:deep_score@-5=0.5", "start depth D after '@'"},
+      {"bug:deep_score@1.5=0.5", "start depth D after '@'"},
+      {"bug:deep_score@2147483649=0.5", "start depth D after '@'"},
+      {"bug:kv_k@100=3", "no start depth"},
+      {"bug:deep_score@300=0.5+bug:deep_score=0.1", "given twice"},
       {"gdn=bf16", "unknown GDN prefill"},
       {"gdn=fla+gdn=f32", "gdn= given twice"},
       {"p=", "unknown P precision"},
@@ -443,6 +456,30 @@ TEST(VariantApply, BugsChangeLogitsWhereTheyLive) {
       EXPECT_TRUE(same_prefill) << bug;
     } else {
       EXPECT_FALSE(same_first_256) << bug;
+    }
+  }
+}
+
+// bug:deep_score@D=S acts from key position D on in every attention kernel (exact grouped prefill, exact
+// per head under order=, flash, decode): the logits of positions before D are the bf16 engine's bits, the
+// position at D (its own key is the first one scaled) and every later one differ.
+TEST(VariantApply, DeepBugStartsAtItsDepth) {
+  const auto toks = long_tokens(300, 200);
+  for (const std::string base : {"bf16", "bf16+order=3", "bf16+attn=flash"}) {
+    auto run = [&](const std::string& v) {
+      auto m = load_causal_lm(tiny());
+      apply_variant(*m, parse_variant(v));
+      return run_long(*m, toks);
+    };
+    const auto ref = run(base);
+    const std::size_t V = ref.size() / (toks.size() + 3);
+    for (std::size_t D : {100, 150, 299}) {
+      const auto x = run(base + "+bug:deep_score@" + std::to_string(D) + "=0.5");
+      const auto row_same = [&](std::size_t i) {
+        return std::equal(x.begin() + i * V, x.begin() + (i + 1) * V, ref.begin() + i * V);
+      };
+      for (std::size_t i = 0; i < D; ++i) ASSERT_TRUE(row_same(i)) << base << " D " << D << " row " << i;
+      for (std::size_t i = D; i < toks.size() + 3; ++i) EXPECT_FALSE(row_same(i)) << base << " D " << D << " row " << i;
     }
   }
 }

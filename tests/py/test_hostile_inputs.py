@@ -287,6 +287,26 @@ def test_random_byte_flips_in_shards_are_refused(files, tmp_path):
         assert p.returncode == 3, (at, p.stdout, p.stderr)
 
 
+def test_shard_runs_of_another_shape_are_refused(files, tmp_path):
+    """A re-sealed shard whose noise run has fewer segments than its candidate (the floor test and the depth
+    profile pair them segment by segment) is refused naming the run, not read out of bounds."""
+    import re
+    d = files
+    run("test", d / "g.st", d / "cand.st", "--noise", d / "bad.st", "--noise", d / "cand.st", "--positions",
+        "0:3000", "--partial", tmp_path / "a.part")
+    meta, t = load(tmp_path / "a.part")
+    r1 = json.loads(meta["run1"])
+    r1["n_segments"] = 2
+    for key in ("segments", "segment_cells", "segment_depths"):
+        r1[key] = r1[key][:2]
+    meta["run1"] = json.dumps(r1)
+    save(tmp_path / "s.part", meta, t)
+    p = run("merge", tmp_path / "s.part", rc=3)
+    meta["checksum"] = re.search(r"metadata checksum: expected (xxh3:[0-9a-f]+)", p.stderr).group(1)
+    save(tmp_path / "s.part", meta, t)
+    refused(run("merge", tmp_path / "s.part"), tmp_path / "s.part", "metadata run1 k, domains, n_segments")
+
+
 # ---- 4. outputs that destroy inputs ------------------------------------------------------------------------
 def test_outputs_that_are_inputs_are_refused(files, tmp_path):
     d = files

@@ -304,3 +304,29 @@ def test_floor_test_table_matches_the_json_and_the_text_report(report):
         assert cells[7] == ("yes" if t["significant"] else "no") and (cls == "failed") == t["significant"]
         line = next(ln for ln in text.splitlines() if ln.strip().startswith(split + " ") and "…" in ln)
         assert all(c in line for c in cells[1:7]), (line, cells)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed")
+def test_depth_profile_plot_and_table_draw_the_json(report, dom):
+    """The depth profile: one point of the candidate's line per bucket (its ratio to the floor), one orange
+    point per bucket outside the floor's spread, the onset's line and sentence, the table behind a
+    disclosure (docs/judge.md, "Depth profile and onset")."""
+    rep = json.loads((report / "report.json").read_text())
+    prof = rep["depth_profile"]
+    assert prof["buckets"] and prof["onset"]["found"]  # 10× the floor's noise everywhere
+    svg = dom[dom.index('id="depth-profile"'):]
+    svg = svg[: svg.index("</svg>")]
+    assert ">KL mean ÷ floor mean (log scale)</text>" in svg
+    line = re.findall(r'<polyline[^>]*class="profile-line"[^>]*points="([^"]*)"', svg)
+    assert len(line) == 1 and len(line[0].split()) == len(prof["buckets"])
+    outside = sum(b["outside"] for b in prof["buckets"])
+    assert outside > 0 and len(re.findall(r'<circle class="outside"', svg)) == outside
+    assert len(re.findall(r'<polyline[^>]*class="onset"', svg)) == 1
+    sentence = htmllib.escape(prof["onset"]["sentence"], quote=False)
+    assert sentence in dom.replace("&quot;", '"') and 'id="onset"' in dom
+    table = re.search(r'<details class="depth-profile">(.*?)</details>', dom, re.S).group(1)
+    rows = re.findall(r'<tr class="(failed|ok)">(.*?)</tr>', table, re.S)
+    assert len(rows) == len(prof["buckets"])
+    for (cls, tr), b in zip(rows, prof["buckets"]):
+        cells = [htmllib.unescape(c) for c in re.findall(r"<td>(.*?)</td>", tr, re.S)]
+        assert cells[1] == str(b["n"]) and (cls == "failed") == b["outside"]

@@ -25,6 +25,7 @@ from kc_env import kc
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.environ.get("KC_TEST_DATA", os.path.join(ROOT, "tests", "data"))
 MODEL = os.path.join(DATA, "models", "hybrid-tiny")
+MEM = os.path.join(DATA, "models", "hybrid-mem")  # hybrid-tiny re-trained for slow decay (docs/hybrid.md)
 GDN_LAYERS = [0, 1, 2, 4, 5, 6]  # hybrid-tiny: GDN ×3 + attention, twice
 
 # 702 tokens of plain prose with hybrid-tiny's tokenizer (two 512-token engine pieces, 64-token chunks).
@@ -134,3 +135,34 @@ def test_decode_last_feeds_the_prompts_tail(tmp_path, prompt):
     # decode steps read the rounded stored state: the variant's decode logits move, its prefill ones do not
     assert np.array_equal(dec["var/prefill/logits"], dec["ref/prefill/logits"])
     assert not np.array_equal(dec["var/decode16/logits"], dec["ref/decode16/logits"])
+
+
+def test_sweep_on_the_fla_path_rounds_the_state_the_chunk_kernel_reads(tmp_path, prompt):
+    """`kerncheck sweep --base bf16+gdn=fla` (EXPERIMENTS.md, hybrid-mem, 1b): every row is recorded with FLA's
+    bf16 casts on — the 23-bit row is bitwise a plain `record --variant bf16+gdn=fla` and differs from the bf16
+    base — and `--tensor gdn.state.chunk` rounds the state each 64-row prefill chunk hands the next: rows of
+    the first chunk (which reads the zero state) keep the 23-bit row's bits, later rows move. On hybrid-mem:
+    hybrid-tiny forgets its state within a token, and the bf16 base's rounding of the layer outputs absorbs
+    what is left (its 7-bit row is bitwise the 23-bit one)."""
+    d = tmp_path
+    model = MEM
+    kc("corpus", "build", "--tokenizer", model, "--depths", "200", "--segments-per-depth", "2", "--decode-last", "8",
+       "--prose", prompt, "--code", prompt, "-o", d / "c.kcc")
+    kc("record", "--model", model, "--corpus", d / "c.kcc", "-o", d / "g.kcg")
+    for name, v in [("bf16", "bf16"), ("fla", "bf16+gdn=fla"), ("fla-flash", "bf16+gdn=fla+attn=flash")]:
+        kc("record", "--model", model, "--golden", d / "g.kcg", "--variant", v, "-o", d / f"{name}.kcc")
+    r = kc("sweep", "--model", model, "--golden", d / "g.kcg", "--tensor", "gdn.state.chunk", "--bits", "23,7",
+           "--base", "bf16+gdn=fla", "--noise", d / "fla.kcc", "--noise", d / "fla-flash.kcc", "--out-dir", d / "sw",
+           "--json", d / "sw.json", check=False)
+    assert r.returncode in (0, 1, 2), r.stderr
+    sw = json.loads((d / "sw.json").read_text())
+    assert sw["base"] == "bf16+gdn=fla"
+    rows = {row["bits"]: row for row in sw["rows"]}
+    assert rows[7]["variant"] == "bf16+gdn=fla+round:gdn.state.chunk=7"
+    lp = {b: load_file(str(rows[b]["candidate"]))["logprobs_at_ref"] for b in (23, 7)}
+    fla, bf16 = (load_file(str(d / f"{n}.kcc"))["logprobs_at_ref"] for n in ("fla", "bf16"))
+    assert np.array_equal(lp[23], fla) and not np.array_equal(lp[23], bf16)
+    depth = load_file(str(d / "g.kcg"))["depth"]
+    first = depth <= 64  # the first chunk of each segment's prefill
+    assert np.array_equal(lp[7][first], lp[23][first])
+    assert not np.array_equal(lp[7][~first], lp[23][~first])

@@ -10,12 +10,15 @@ run or identical noise runs fall back to the fixed limits with a note.
 """
 import json
 import math
+import os
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from safetensors.numpy import load_file
 
+from kc_env import import_kerncheck
 from test_judge_metrics import KC, Oracle, close, holm, log_softmax, real_looking_logits, run
 
 NSEG, L, V, SIGMA = 24, 200, 500, 0.02
@@ -276,3 +279,134 @@ def test_merge_checks_the_shards_floor_like_test(data):
     assert rep["notes"][0].startswith("FLOOR MISMATCH")
     assert rep["candidate_made_by"]["variant"] == "bf16+p=fp8"
     assert [m["variant"] for m in rep["noise_made_by"]] == ["bf16+order=1", "bf16+kv=fp8"]
+
+
+# ---- the depth profile and its onset (docs/judge.md, "Depth profile and onset") ---------------------------------
+def fine_lower(d):
+    """A depth rounded down to its five leading bits: the fine bucket's lower edge (every depth below 32 its own)."""
+    return d & ~((1 << max(int(d).bit_length() - 5, 0)) - 1) if d > 0 else 0
+
+
+def fine_width(lower):
+    return 1 << max(int(lower).bit_length() - 5, 0) if lower > 0 else 1
+
+
+def profile_groups(depth, finite, min_positions=100):
+    """Fine buckets merged from the shallow end until each holds min_positions of the candidate's finite
+    positions; a remainder joins the deepest group, which ends at the deepest depth. Returns [(lo, hi)]."""
+    lowers = np.array([fine_lower(int(x)) for x in depth])
+    edges, counts = np.unique(lowers[finite], return_counts=True)
+    groups, first, have = [], None, 0
+    for e, c in zip(edges, counts):
+        first = e if first is None else first
+        have += c
+        if have >= min_positions:
+            groups.append([first, e])
+            first, have = None, 0
+    if first is not None and groups:
+        groups[-1][1] = edges[-1]
+    out = [(lo, last + fine_width(last)) for lo, last in groups]
+    if out:  # the deepest bucket ends at the deepest depth judged
+        out[-1] = (out[-1][0], min(out[-1][1], int(depth.max()) + 1))
+    return out, lowers
+
+
+def cusum_onset(t, c):
+    """The onset rule: none unless the deepest bucket's t > c, else the start of the deep run maximising
+    Σ (min(t, 2c) − c), ties to the deeper start."""
+    if not len(t) or not t[-1] > c:
+        return None
+    run, best, at = 0.0, -math.inf, None
+    for b in range(len(t) - 1, -1, -1):
+        run += (min(t[b], 2 * c) if math.isfinite(t[b]) else 0.0) - c
+        if run > best:
+            best, at = run, b
+    return at
+
+
+def test_depth_profile_matches_numpy(data):
+    d = data
+    noise = [f"n{i}" for i in range(4)]
+    for cand in ["ok", "bad"]:
+        rep, _ = report(d, cand, noise)
+        prof = rep["depth_profile"]
+        assert prof["fine_buckets_per_octave"] == 16 and prof["min_positions"] == 100
+        assert prof["onset_alpha"] == 0.01 and prof["statistic"] == "kl_mean"
+        oc = Oracle(d / "g.safetensors", d / f"{cand}.safetensors")
+        of = [Oracle(d / "g.safetensors", d / f"{n}.safetensors") for n in noise]
+        depth = oc.g["depth"].astype(np.int64)
+        seg = oc.g["segment"].astype(np.int64)
+        groups, lowers = profile_groups(depth, oc.finite)
+        assert [(b["depth"], b["depth_end"]) for b in prof["buckets"]] == groups
+        crit = t_ppf(0.99, len(noise) - 1)
+        ts = []
+        for (lo, hi), b in zip(groups, prof["buckets"]):
+            sel = (depth >= lo) & (depth < hi)
+            n = sel.sum()
+            contrib = lambda o: np.bincount(seg[sel], weights=o.kl[sel], minlength=NSEG) / n
+            val, means, vs, vr, sd, df, t = paired(contrib(oc), np.stack([contrib(o) for o in of]))
+            assert b["n"] == n and b["segments"] == len(np.unique(seg[sel]))
+            assert close(b["value"], val, rtol=1e-6) and close(b["floor_mean"], means.mean(), rtol=1e-6)
+            assert close(b["floor_min"], means.min(), rtol=1e-6) and close(b["floor_max"], means.max(), rtol=1e-6)
+            assert close(b["ratio_to_floor"], val / means.mean(), rtol=1e-6)
+            assert close(b["t"], t, rtol=1e-4, atol=1e-4) and b["df"] == df
+            assert close(b["p_value"], t_sf(t, df), rtol=1e-3, atol=1e-12)
+            assert b["outside"] == (t > crit)
+            ts.append(t)
+        on = prof["onset"]
+        assert on["tested"] and close(on["t_critical"], crit, rtol=1e-4) and on["df"] == len(noise) - 1
+        want = cusum_onset(ts, crit)
+        assert on["found"] == (want is not None)
+        if want is not None:
+            assert on["depth"] == groups[want][0] and on["depth_end"] == groups[want][1]
+            sel = depth >= groups[want][0]
+            ratio = oc.kl[sel].sum() / np.mean([o.kl[sel].sum() for o in of])
+            assert close(on["ratio_to_floor"], ratio, rtol=1e-6)
+            assert on["resamples"] == 200 and 0 < on["found_share"] <= 1
+            assert on["interval"][0] <= on["interval"][1]
+        else:
+            assert on["depth"] is None and on["interval"] is None
+        if cand == "ok":
+            assert not on["found"], on["sentence"]
+        else:  # 1.25 σ at every depth: outside from the shallowest buckets on
+            assert on["found"] and on["depth"] <= groups[2][0], on["sentence"]
+
+
+@pytest.fixture(scope="module")
+def onset_data(data):
+    """Candidates of the floor's golden whose per-logit noise is the floor's up to depth 120 and 1.6 × from
+    there (KL ≈ 2.6 × the floor's), and more drawn like the floor: the onset is found near 120 on the first,
+    on none of the others."""
+    d = data
+    ref = np.load(d / "ref.npy")
+    depth = load_file(d / "g.safetensors")["depth"]
+    for name, seed, start in [("deep120", 40, 120)] + [(f"null{i}", 50 + i, None) for i in range(6)]:
+        scale = np.where(depth >= start, 1.6, 1.0)[:, None] if start else 1.0
+        x = (ref + np.random.default_rng(seed).normal(0, 1, ref.shape) * SIGMA * scale).astype(np.float32)
+        np.save(d / f"{name}.npy", x)
+        run("record", "--from-logits", d / f"{name}.npy", "--golden", d / "g.safetensors", "-o",
+            d / f"{name}.safetensors", rc=0)
+    return d
+
+
+def test_depth_onset_found_where_a_regression_starts_and_not_on_equally_correct_runs(onset_data):
+    d = onset_data
+    noise = [f"n{i}" for i in range(4)]
+    rep, p = report(d, "deep120", noise)
+    on = rep["depth_profile"]["onset"]
+    assert on["found"] and abs(on["depth"] - 120) <= 12, on["sentence"]
+    assert on["interval"][0] <= on["depth"] <= on["interval"][1] + fine_width(on["interval"][1])
+    assert f"depth onset: leaves the floor from depth {on['depth']} on" in p.stdout
+    assert on["sentence"] in p.stdout
+    for i in range(6):
+        rep, p = report(d, f"null{i}", noise)
+        on = rep["depth_profile"]["onset"]
+        assert on["tested"] and not on["found"], on["sentence"]
+        assert "depth onset: no depth onset" in p.stdout
+    # The Python API reads the same profile.
+    kerncheck = import_kerncheck(Path(os.environ.get("KC_BUILD_DIR", "build")).resolve())
+    r = kerncheck.test(d / "g.safetensors", d / "deep120.safetensors", [d / f"{n}.safetensors" for n in noise])
+    assert r.onset_depth == r.depth_profile["onset"]["depth"] and abs(r.onset_depth - 120) <= 12
+    r = kerncheck.test(d / "g.safetensors", d / "deep120.safetensors", [d / f"{n}.safetensors" for n in noise],
+                       onset_alpha=0.2, explain=True)
+    assert r.json["depth_profile"]["onset_alpha"] == 0.2 and "depth profile, KL mean by depth" in r.text

@@ -372,7 +372,8 @@ def test_cli_and_python_offer_the_same_judge_options():
 
 
 @pytest.mark.parametrize("bad", [("alpha", 0), ("alpha", 1.5), ("kl_factor", 0.5), ("mde_target", 1.0),
-                                 ("min_coverage", 2), ("power", 1), ("min_positions", -1)])
+                                 ("min_coverage", 2), ("power", 1), ("min_positions", -1),
+                                 ("onset_alpha", 0), ("onset_alpha", 1)])
 def test_every_entry_refuses_the_same_bad_option(data, bad):
     d = data
     name, value = bad
