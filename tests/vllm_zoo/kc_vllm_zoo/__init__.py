@@ -9,8 +9,9 @@ KC_VLLM_ZOO="NAME=VALUE[;NAME=VALUE]"  (a test's own environment, never a user's
   decode_scale=EPS     the same, only for the decode steps: sequences with cached context whose query is at
                        most one KV block (a recomputed tail and the generated token's position)
   round_layer=L:BITS   decoder layer L's output (before the residual add) rounded to BITS mantissa bits
-  v_fp8=L              layer L's V rows written to the KV cache through float8_e4m3fn without a scale
-  kv_fp8=L             the same for K and V
+  v_fp8=LAYERS         V rows of LAYERS (L, A-B or a comma list) written to the KV cache through
+                       float8_e4m3fn without a scale
+  kv_fp8=LAYERS        the same for K and V
   norm_eps=F           every RMSNorm's epsilon × F
 KC_VLLM_DUMP=DIR       while the file DIR/on exists, each compute_logits result (the full-vocabulary logits of
                        the rows vLLM samples from or scores as prompt log-probs) is saved as DIR/NNNNNNNN.npy
@@ -41,6 +42,15 @@ def _layer_index(name):
         if a == "layers" and b.isdigit():
             return int(b)
     return None
+
+
+def _layers(spec):
+    """'3' → {3}; '0-3' → {0, 1, 2, 3}; '1,5' → {1, 5}."""
+    out = set()
+    for part in spec.split(","):
+        a, _, b = part.partition("-")
+        out.update(range(int(a), int(b or a) + 1))
+    return out
 
 
 def _round_mantissa(x, bits):
@@ -104,11 +114,11 @@ def _patch_attention(z):
     for key, both in (("v_fp8", False), ("kv_fp8", True)):
         if key not in z:
             continue
-        target = int(z[key])
+        target = _layers(z[key])
         update = impl.do_kv_cache_update
 
         def do_kv_cache_update(self, layer, k, v, kv_cache, slot_mapping, *a, _u=update, _t=target, _both=both, **kw):
-            if _layer_index(getattr(layer, "layer_name", "")) == _t:
+            if _layer_index(getattr(layer, "layer_name", "")) in _t:
                 v = _fp8(v)
                 if _both:
                     k = _fp8(k)
