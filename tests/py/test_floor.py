@@ -444,6 +444,24 @@ def test_killed_floor_leaves_no_server(tmp_path):
     assert_gone(pids)
 
 
+def test_placeholders_are_expanded_per_start(tmp_path):
+    """{port} and {config} per start, {plan_dir}, {out_dir}, {env:…} and [placeholders] (with --set) when the
+    plan is read; {{ and }} are literal braces."""
+    plan = tmp_path / "plan.toml"
+    text = plan_text([("a", [], ""), ("b", [], "")])
+    text = text.replace('environment = {', 'environment = { KC_BRACES = "{{port}}:{port}:{config}:{plan_dir}:{who}:{env:KC_FLOOR_T}",')
+    text = text.replace("[placeholders]\n", '[placeholders]\nwho = "nobody"\n')
+    plan.write_text(text)
+    out = tmp_path / "f"
+    r = kc("floor", plan, "--golden", GOLDEN, "-o", out, *SMALL, "--set", "who=me", env={"KC_FLOOR_T": "t1"})
+    assert r.returncode == 0, r.stderr
+    for name in ("a", "b"):
+        log = (out / "logs" / f"{name}.log").read_text()
+        port = log.split(", port ", 1)[1].split("\n", 1)[0]
+        assert f"== KC_BRACES={{port}}:{port}:{name}:{tmp_path}:me:t1\n" in log, log[:400]
+        assert f"--pidfile {out}/{name}.pids" in log
+
+
 # ---- refusals ----------------------------------------------------------------------------------------------
 
 GOOD = plan_text([("a", [], ""), ("b", [], "")])
