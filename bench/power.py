@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Power curve of the judge (issue 19): detection rate against injected effect size on the quick corpus.
+"""Power curve of the judge: detection rate against injected effect size on the quick corpus.
 
 Uses the files of bench/zoo.py (--work, default /tmp/kc-zoo: the f32 golden, the f32 reference's full
 logits, the floor runs bf16+order=S and any other benign runs there). Records once (reused) one more benign

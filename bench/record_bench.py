@@ -64,7 +64,7 @@ def main():
     print(f"threads {os.environ.get('KC_THREADS') or os.cpu_count()}, load average {os.getloadavg()[0]:.1f} "
           "(other work on the machine skews every number)")
 
-    corpus = os.path.join(work, "corpus.kccorpus")
+    corpus = os.path.join(work, "corpus.kcorpus")
     run(cli, "corpus", "build", "--tokenizer", a.model, *shlex.split(a.corpus_args), "-o", corpus)
     work_of = bench_json(eb, "record-work", a.model, corpus)
     rates = [bench_json(eb, "sgemm", "2048")["openblas_gflops"]]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The zoo: does the judge catch realistic kernel bugs just above the normal difference, and pass the
-benign implementations? (issue 19; docs/lab.md, "Equally correct implementations and injected regressions")
+benign implementations? (docs/lab.md, "Equally correct implementations and injected regressions")
 
 On SmolLM2-135M and the quick corpus (3 072 positions) this records, once each (files are reused):
   - the f32 golden and the f32 reference's full logits (`record --logits-out`, 604 MB, kept);

@@ -29,7 +29,7 @@ def bf16_accumulating_matmul(a, b):
 
 @pytest.fixture
 def inputs():
-    """bf16 inputs: the golden is computed from the very values the kernel reads (seed 001)."""
+    """bf16 inputs: the golden is computed from the very values the kernel reads."""
     g = torch.Generator().manual_seed(0)
     return torch.randn(64, 512, generator=g).bfloat16(), torch.randn(512, 32, generator=g).bfloat16()
 

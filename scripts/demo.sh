@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: set up, build, fetch SmolLM2-135M and run `kerncheck demo` (seed 000's
+# The main job on a fresh machine: set up, build, fetch SmolLM2-135M and run `kerncheck demo` (the
 # attention experiments end to end; docs/demo.md). Idempotent: setup.sh installs only what is missing, the
 # model is fetched once, and the demo reuses every finished file in its output folder.
-#   scripts/demo.sh                     quick preset (≤ 15 min on 2 cores), output in kerncheck-demo/
+#   scripts/demo.sh                     quick preset (≤ 10 min on 2 idle cores), output in kerncheck-demo/
 #   KC_DEMO_PRESET=full scripts/demo.sh the full corpus (hours)
 #   KC_DEMO_OUT=dir scripts/demo.sh     another output folder
 # Exit code: 0 when every expectation held, 1 when one did not, 3 on bad input.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Seed 000's recurrent-state experiments on a Gated DeltaNet hybrid (issue 6, EXPERIMENTS.md "seed 000's
-# recurrent-state findings on the hybrid"): every figure from scratch with the built CLI, then printed.
+# The recurrent-state experiments on a Gated DeltaNet hybrid (EXPERIMENTS.md, "recurrent-state findings on
+# the hybrid"): every figure from scratch with the built CLI, then printed.
 #   scripts/hybrid_experiments.sh MODEL_DIR OUT_DIR
 #     MODEL_DIR  an HF Qwen3.5 / Qwen3-Next folder with tokenizer.json (tests/data/models/hybrid-tiny)
 #     OUT_DIR    where corpora, goldens, candidates, traces and figures go

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Trains tests/data/models/hybrid-mem: a tiny Qwen3.5-architecture hybrid (Gated DeltaNet x3 + gated
 attention, twice; hidden 192) like hybrid-tiny, with hybrid-tiny's tokenizer.json, but built so that its
-recurrent state remembers (issue 24):
+recurrent state remembers:
 
 - decay initialised for slow decay (Mamba / FLA style): softplus(dt_bias) log-uniform in [1e-3, 1e-1],
   A_log = log(U(1, 16)); transformers' GatedDeltaNet decay is alpha = exp(-exp(A_log) * softplus(a + dt_bias)),

@@ -1,9 +1,9 @@
 """kerncheck: does a kernel change hurt an LLM's accuracy? (docs/python.md)
 
-    kerncheck.compare(actual, golden)              tensor level (SPEC §1): routed precision criteria
+    kerncheck.compare(actual, golden)              tensor level (docs/compare.md): routed precision criteria
     kerncheck.testing.assert_close(actual, expected) as torch.testing's (shape, dtype), with kerncheck's methods
     pytest -p kerncheck.pytest_plugin             the `kerncheck` fixture and marker (auto-loaded when installed)
-    kerncheck.test(golden, candidate, noise=[...]) model level (SPEC §2): the judge
+    kerncheck.test(golden, candidate, noise=[...]) model level (docs/judge.md): the judge
     kerncheck.torch.record_golden(model, corpus)   goldens/candidates from HF transformers models
     python -m kerncheck compare -i cases.csv --plugin assets.py
 

@@ -88,7 +88,7 @@ def compare(actual, golden, method=None, dtype=None, third=None, spec=None, op=N
     actual, golden, third: numpy arrays (ml_dtypes bfloat16/float8/float4/int4 too) or torch tensors,
       C-contiguous; read in place. CUDA tensors are copied to the host once.
     method: one of kerncheck.METHODS, the CLI's --compare ({methods});
-      default: routed by spec, then by dtype, then {default} (SPEC §1).
+      default: routed by spec, then by dtype, then {default} (docs/compare.md).
     dtype: output dtype for routing; must be the arrays' own dtype, except that uint8/int8 arrays of raw
       codes are read as the 8-bit dtype named (e.g. "hifloat8").
     spec: a TestSpec class (`__spec__`, `tolerance`), a list of them, a TOML spec path or TOML text;

@@ -1,8 +1,8 @@
 """Plugins (`--plugin assets.py`): TestSpec classes and op candidates written in Python.
 
-TestSpec classes (seed 001): any class with a string `__spec__` (the operator) and a dict `tolerance`
+TestSpec classes: any class with a string `__spec__` (the operator) and a dict `tolerance`
 {dtype: {"standard": ..., overrides}}. They are turned into the TOML of `kerncheck compare --spec`, so the
-C++ spec parser validates them and the C++ router applies them (SPEC §1), with no routing in Python.
+C++ spec parser validates them and the C++ router applies them (docs/compare.md), with no routing in Python.
 
 Op candidates: @kerncheck.candidate("matmul") makes a Python function a candidate of a built-in op;
 kerncheck generates the inputs (C++), calls the function and compares its output with the op's f64

@@ -125,7 +125,7 @@ def assert_close(actual, expected, *, method=None, rtol=None, atol=None, check_d
     (then `actual` is converted to the expected dtype first, so tolerances and ULPs are the expected
     dtype's, whichever argument is wider); rtol and atol go together and mean torch's rule (every element
     within atol + rtol*|expected|); `msg` (a string, or a callable taking the default message) replaces the
-    message. Without rtol/atol the method is routed as kerncheck.compare does (floats: seed 001's `mixed`,
+    message. Without rtol/atol the method is routed as kerncheck.compare does (floats: the `mixed` criterion,
     which passes when >= 99 % of the elements are within the dtype's tolerance and the largest error is
     small, so a few far-off elements can pass). Tensors: torch tensors on any device (copied to the host),
     DLPack producers, numpy arrays (ml_dtypes too), lists and scalars (which take the other argument's

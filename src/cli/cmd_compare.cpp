@@ -1,4 +1,4 @@
-// kerncheck compare: tensor-level precision check (SPEC §1, seed 001).
+// kerncheck compare: tensor-level precision check (docs/compare.md, docs/cli-compare.md).
 //
 //   kerncheck compare ACTUAL GOLDEN [--third B] [--compare M] [--dtype D] [--shape S] [--spec F --op NAME]
 //   kerncheck compare -i cases.csv [--compare M] [--spec F] [--save DIR]

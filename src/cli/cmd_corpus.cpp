@@ -1,8 +1,8 @@
 // kerncheck corpus: build an evaluation corpus (docs/corpus.md) or show one.
 //   corpus build --tokenizer MODEL_OR_TOKENIZER_JSON [--preset quick|full|deep] [--depths 1024,2048]
-//                [--segments-per-depth 4] [--decode-last 512] [--prose FILE]… [--code FILE]… -o corpus.kcc
+//                [--segments-per-depth 4] [--decode-last 512] [--prose FILE]… [--code FILE]… -o corpus.kcorpus
 //   corpus build --answers PROMPTS.txt --model M [--chat] [--greedy | --temperature T --top-p P] [--seed S]
-//                [--max-tokens N] -o answers.kcc      (a corpus of the model's own answers; docs/corpus.md)
+//                [--max-tokens N] -o answers.kcorpus      (a corpus of the model's own answers; docs/corpus.md)
 //   corpus show FILE
 //   corpus prompts GOLDEN_OR_CORPUS [--jsonl]   each segment's token ids, for driving an engine yourself
 #include <unistd.h>
@@ -56,7 +56,7 @@ int run(int argc, char** argv) {
                    "code source file (repeatable; default: the pinned Python stdlib and C headers of data/corpus)")
       ->check(CLI::ExistingFile);
   build->add_option("--seed", o.seed, "seed of the window choice")->capture_default_str();
-  build->add_option("-o,--output", out, "output corpus file (.kcc, safetensors)")->required();
+  build->add_option("-o,--output", out, "output corpus file (.kcorpus by convention; safetensors)")->required();
   // Answer corpora: the f32 reference model answers each prompt; prompt + answer is one segment.
   std::string answers, model;
   kc::AnswerCorpusOptions ao;

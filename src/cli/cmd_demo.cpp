@@ -1,4 +1,4 @@
-// kerncheck demo: seed 000's attention experiments end to end on SmolLM2 (lab/demo.h, docs/demo.md).
+// kerncheck demo: the attention-precision experiments end to end on SmolLM2 (lab/demo.h, docs/demo.md).
 #include "cli/command.h"
 #include "cli/judge_flags.h"
 #include "core/error.h"
@@ -13,7 +13,7 @@ int run(int argc, char** argv) {
   app.name(argv[0]);
   kc::DemoOptions o;
   app.add_option("--preset", o.preset,
-                 "quick (≤ 15 min on 2 cores), deep (KL by depth to 8 192 tokens) or full (the full corpus; "
+                 "quick (≤ 10 min on 2 idle cores), deep (KL by depth to 8 192 tokens) or full (the full corpus; "
                  "hours)")
       ->capture_default_str();
   app.add_option("--out-dir", o.out_dir, "output folder (finished files there are reused)")
@@ -50,6 +50,6 @@ int run(int argc, char** argv) {
 }
 
 kc::cli::Registrar reg({"demo",
-                        "the main demo: seed 000's attention experiments on SmolLM2, judged and swept", run});
+                        "the main demo: attention-precision experiments on SmolLM2, judged and swept", run});
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Routing (SPEC §1 priority rules), input checks, dispatch and the helpers every method shares. The methods
+// Routing (docs/compare.md's priority rules), input checks, dispatch and the helpers every method shares. The methods
 // (names, keys, defaults, dtype rules, pass functions) are the table of compare/methods.h.
 #include "compare/compare.h"
 

@@ -1,4 +1,4 @@
-// Tensor-level comparison (SPEC §1, seed 001): eight methods, routed per output dtype.
+// Tensor-level comparison (docs/compare.md): eight methods, routed per output dtype.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -34,7 +34,7 @@ struct Tolerance {
   std::optional<std::string> level;  // cross_check: "L0" | "L1" | "L2"
 };
 
-// Where a case's method and tolerances come from, highest priority first (SPEC §1 routing).
+// Where a case's method and tolerances come from, highest priority first (docs/compare.md, "Routing").
 struct RouteRequest {
   DType output_dtype = DType::float32;
   std::vector<DType> input_dtypes;           // for quant's check (≥ 1 float input); empty if unknown

@@ -1,4 +1,4 @@
-// cross_check: actual a and a third-party result b, both judged against golden g (seed 001 §8).
+// cross_check: actual a and a third-party result b, both judged against golden g (docs/compare.md, "cross_check").
 //
 // Large values (|g| ≥ small_value): rel_x = |x − g| / (|g| + ε) with ε = small_value_atol of the dtype;
 //   mare_ratio = max rel_a / max rel_b, mere_ratio = mean rel_a / mean rel_b,

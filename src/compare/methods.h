@@ -1,4 +1,4 @@
-// The table of comparison methods (SPEC §1, seed 001). Each method has one MethodDef, written beside its
+// The table of comparison methods (docs/compare.md). Each method has one MethodDef, written beside its
 // pass function in its family's file:
 //   tolerance_methods.cpp  mixed, close         element-wise |a−g| ≤ atol + rtol·|g|, matched fraction
 //   statistic_methods.cpp  stat_rel_err, cosine whole-tensor statistics (mean/max rel. error, cosine)

@@ -10,7 +10,7 @@
 
 namespace kc {
 
-// Process exit codes shared by every command (SPEC §2).
+// Process exit codes shared by every command (docs/ci.md).
 inline constexpr int kExitPass = 0;
 inline constexpr int kExitFail = 1;
 inline constexpr int kExitInconclusive = 2;

@@ -35,7 +35,9 @@ void resolve_corpus_options(CorpusOptions& o) {
     std::vector<std::int64_t> depths;
     std::int64_t segments, decode_last;
   };
-  static const Shape shapes[] = {{"quick", {256, 512}, 4, 64},
+  // quick: 24 segments, half of each decoded — the shape whose floor test detects a 1.25× increase of the
+  // decode and deepest-depth KL means with an 8-run floor (EXPERIMENTS.md, "The zoo on 24 segments").
+  static const Shape shapes[] = {{"quick", {256, 512}, 12, 128},
                                  {"full", {1024, 2048, 4096, 8192}, 4, 512},
                                  {"deep", {8192}, 2, 32}};
   const Shape* shape = nullptr;
@@ -44,7 +46,10 @@ void resolve_corpus_options(CorpusOptions& o) {
   if (!shape) fail("--preset: expected quick, full or deep, got \"{}\"", o.preset);
   if (o.depths.empty()) o.depths = shape->depths;
   if (!o.segments_per_depth) o.segments_per_depth = shape->segments;
-  if (!o.decode_last) o.decode_last = shape->decode_last;
+  // The preset's tail, but at most half the shallowest depth when the depths are given and decode_last is
+  // not (depth 64 keeps 32 prefill positions instead of being refused).
+  if (!o.decode_last)
+    o.decode_last = std::min(shape->decode_last, *std::min_element(o.depths.begin(), o.depths.end()) / 2);
   for (auto d : o.depths)
     if (d < 2 || d > (1 << 20)) fail("--depths: expected depths in [2, 2^20], got {}", d);
   if (*o.segments_per_depth < 1 || *o.segments_per_depth > 4096)

@@ -1,5 +1,5 @@
 // Evaluation corpora (docs/corpus.md): token windows at several context depths, cut from prose and code
-// documents, stored as a safetensors file (.kcc): tensor "tokens" [total] I32 (every segment's window,
+// documents, stored as a safetensors file (.kcorpus): tensor "tokens" [total] I32 (every segment's window,
 // concatenated) and string metadata kerncheck.format = "corpus", kerncheck.version, tokenizer (identity),
 // tokenizer_origin, vocab, preset, seed, segments (JSON), checksum ("xxh3:" + hex of the token bytes).
 //

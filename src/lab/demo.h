@@ -1,4 +1,4 @@
-// `kerncheck demo` (docs/demo.md): seed 000's attention experiments end to end on a real model. Builds the
+// `kerncheck demo` (docs/demo.md): the attention-precision experiments end to end on a real model. Builds the
 // default corpus, records the f32 golden, the normal-difference pair (bf16 and bf16+attn=flash: equally
 // correct, other summation order) and the attention-P variants on the bf16 base, judges each against the
 // golden with the pair as noise floor (the pair itself leave-one-out), calibrates thresholds (good: the

@@ -1,4 +1,4 @@
-// `kerncheck demo --preset deep` (docs/demo.md, "The deep preset"): seed 000's depth finding — "fp8 direct
+// `kerncheck demo --preset deep` (docs/demo.md, "The deep preset"): the depth finding — "fp8 direct
 // gets worse with depth while fp8×448 stays near bf16" — where it lives: the deep corpus (long windows,
 // every depth scored in prefill, a short decoded tail), a floor of four equally correct bf16
 // implementations, the attention-P variants, and per depth bucket each run's KL against the floor's.
@@ -26,7 +26,7 @@ using report::num;
 namespace {
 
 // The floor (four correct implementations: no sweep and fewer floor runs than quick, since each record
-// here is ~10× a quick one) and seed 000's attention-P variants on the bf16 base.
+// here is ~10× a quick one) and the attention-P variants on the bf16 base.
 const std::vector<Run>& deep_runs() {
   static const std::vector<Run> runs = {
       {"bf16", "bf16", "noise"},
@@ -145,11 +145,11 @@ int run_deep_demo(const DemoOptions& o) {
                 j.floor_report.inconclusive_reasons.empty() ? ""
                                                             : (" (" + j.floor_report.inconclusive_reasons.front() + ")").c_str());
 
-  // Seed 000's depth claim, stated from the intervals (a finding, not an expectation: it may not hold).
+  // The depth claim, stated from the intervals (a finding, not an expectation: it may not hold).
   const bool fp8_grows = grows_with_depth(cells["p-fp8"]);
   const bool x448_grows = grows_with_depth(cells["p-fp8x448"]);
   const bool claim = fp8_grows && !x448_grows;
-  printf_safe(stdout, "\nSeed 000: \"fp8 direct gets worse with depth while fp8x448 stays near bf16\": %s (fp8 direct %s "
+  printf_safe(stdout, "\nDepth claim: \"fp8 direct gets worse with depth while fp8x448 stays near bf16\": %s (fp8 direct %s "
               "with depth, fp8x448 %s)\n",
               claim ? "held" : "did NOT hold", fp8_grows ? "grows" : "does not grow",
               x448_grows ? "grows" : "does not grow");
@@ -221,7 +221,7 @@ int run_deep_demo(const DemoOptions& o) {
   std::string h = svg::table_page_head("kerncheck demo (deep)");
   h += fmt::format("<h1>kerncheck demo (deep preset)</h1>\n<p>Model <code>{}</code>; golden <code>{}</code> ({} "
                    "scored positions); floor: bf16, bf16+attn=flash, bf16+order=1, bf16+order=2 (each floor run "
-                   "against the others). Seed 000's depth claim: <b>{}</b>.</p>\n",
+                   "against the others). The depth claim: <b>{}</b>.</p>\n",
                    svg::escape(model), svg::escape(golden_path), golden.meta.n, claim ? "held" : "did not hold");
   h += "<div>" + svg::render(p) + "</div>\n<table><tr><th>run</th><th>depth</th><th>n</th><th>KL median</th>"
        "<th>floor median</th><th>ratio</th><th>mean ratio [95 % CI]</th><th>floor test</th></tr>\n";

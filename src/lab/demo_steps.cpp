@@ -58,12 +58,12 @@ Corpus demo_corpus(Steps& steps, const fs::path& out, CorpusOptions co, const De
                                     ? default_sources()
                                     : read_sources(o.prose_files, o.code_files);
   Corpus corpus = build_corpus(co, docs, tok, tok_src);
-  const std::string corpus_path = (out / "corpus.kcc").string();
+  const std::string corpus_path = (out / "corpus.kcorpus").string();
   bool reused = false;
   std::error_code ec;
   {
     Corpus tmp = corpus;
-    std::string probe = (out / "corpus.kcc.new").string();
+    std::string probe = (out / "corpus.kcorpus.new").string();
     write_corpus(probe, tmp);  // fills the checksum
     try {
       if (fs::exists(corpus_path, ec)) {
@@ -107,7 +107,7 @@ bool golden_matches(const std::string& path, const std::string& corpus_id, const
 
 std::string demo_golden(Steps& steps, const fs::path& out, const Corpus& corpus, const std::string& model,
                         std::map<std::string, double>& record_seconds) {
-  const std::string corpus_path = (out / "corpus.kcc").string();
+  const std::string corpus_path = (out / "corpus.kcorpus").string();
   const std::string golden_path = (out / "golden.kcg").string();
   steps.begin("recording the f32 golden");
   const bool reused = golden_matches(golden_path, corpus.identity(), model_identity(model), 20);

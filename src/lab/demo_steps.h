@@ -38,7 +38,7 @@ struct Run {
 std::string demo_begin(const DemoOptions& o);
 
 // Step 1: builds the corpus of `co` (resolved here) from the default or the given sources into
-// OUT/corpus.kcc, keeping the file when it is the same corpus; returns it as read back.
+// OUT/corpus.kcorpus, keeping the file when it is the same corpus; returns it as read back.
 Corpus demo_corpus(Steps& steps, const std::filesystem::path& out, CorpusOptions co, const DemoOptions& o,
                    const std::string& model);
 

@@ -1,4 +1,5 @@
 #include "lab/locate.h"
+#include "lab/progress.h"
 
 #include <algorithm>
 #include <cmath>
@@ -329,11 +330,24 @@ LocateResult run_locate(const LocateOptions& o) {
   }
   res.segments = chosen.size();
 
+  // Every run (the f32 reference, the noise runs, the candidate) replays the chosen segments: minutes for a
+  // few hundred positions, so the replays report progress.
+  std::int64_t per_run = 0;
+  for (const auto& [seg, c] : chosen) per_run += static_cast<std::int64_t>(c.size());
+  const std::size_t n_runs = noise.size() + 2;
+  Progress prog("locate: segment replay", chosen.size() * n_runs, per_run * static_cast<std::int64_t>(n_runs));
+  auto replay_all = [&](const CausalLM& m, Capture& cap, std::size_t run, const std::string& name) {
+    for (const auto& [seg, c] : chosen) {
+      replay(m, jobs[static_cast<std::size_t>(seg)], c, cap);
+      prog.done(static_cast<std::int64_t>(c.size()), false, fmt::format(" (run {}/{}, {})", run, n_runs, name));
+    }
+  };
+
   // The reference's rows, kept; then each run's, compared with them and dropped.
   Capture ref(&o.tensors, true);
   {
     auto usage = apply_variant(*ref_model, Variant{}, [&](const engine::TensorEvent& ev) { ref.on(ev); });
-    for (const auto& [seg, c] : chosen) replay(*ref_model, jobs[static_cast<std::size_t>(seg)], c, ref);
+    replay_all(*ref_model, ref, 1, "f32 reference");
     ref_model->set_hook(nullptr);
   }
   for (const auto& n : o.tensors)
@@ -395,7 +409,7 @@ LocateResult run_locate(const LocateOptions& o) {
     }
     Capture cap(&o.tensors, false);
     auto usage = apply_variant(*m, v, [&](const engine::TensorEvent& ev) { cap.on(ev); });
-    for (const auto& [seg, c] : chosen) replay(*m, jobs[static_cast<std::size_t>(seg)], c, cap);
+    replay_all(*m, cap, r + 2, to_string(v));
     m->set_hook(nullptr);
     usage->check(field);
     for (std::size_t s = 0; s < sites.size(); ++s) {

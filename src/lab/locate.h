@@ -1,5 +1,5 @@
 // kerncheck locate: from a model-level FAIL to the first op whose error leaves the normal difference
-// (issue 22, docs/locate.md).
+// (docs/locate.md).
 //
 // The f32 reference, m ≥ 2 noise variants (equally correct implementations, e.g. bf16 and bf16+order=1) and
 // the candidate variant run over the same golden positions under teacher forcing (each chosen segment's

@@ -1,4 +1,5 @@
 #include "lab/record_model.h"
+#include "lab/progress.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -134,37 +135,6 @@ std::int64_t stop_after() {
        n, out);
 }
 
-// Progress on stderr: a bar with ETA on a terminal, else one line per segment.
-class Progress {
- public:
-  Progress(std::int64_t total, std::size_t segments)
-      : total_(total), segments_(segments), tty_(isatty(2)), t0_(std::chrono::steady_clock::now()) {}
-  void segment_done(std::size_t i, std::int64_t positions, bool reused) {
-    done_ += positions;
-    if (!reused) computed_ += positions;
-    double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    double eta = computed_ > 0 ? el / computed_ * (total_ - done_) : 0;
-    if (tty_) {
-      int w = 30, f = static_cast<int>(w * done_ / std::max<std::int64_t>(total_, 1));
-      std::fprintf(stderr, "\r[%s%s] %zu/%zu segments, %lld/%lld positions, %.0f s, ETA %.0f s   ",
-                   std::string(f, '#').c_str(), std::string(w - f, '.').c_str(), i + 1, segments_,
-                   static_cast<long long>(done_), static_cast<long long>(total_), el, eta);
-      if (i + 1 == segments_) std::fputc('\n', stderr);
-    } else {
-      std::fprintf(stderr, "segment %zu/%zu %s: %lld/%lld positions, %.1f s, ETA %.0f s\n", i + 1, segments_,
-                   reused ? "(checkpoint)" : "done", static_cast<long long>(done_),
-                   static_cast<long long>(total_), el, eta);
-    }
-    std::fflush(stderr);
-  }
-
- private:
-  std::int64_t total_, done_ = 0, computed_ = 0;
-  std::size_t segments_;
-  bool tty_;
-  std::chrono::steady_clock::time_point t0_;
-};
-
 using RowsFn = std::function<void(std::size_t job, std::int64_t pos0, std::int64_t rows, std::span<const float>)>;
 
 // Runs the engine over a batch of jobs; rows(i, pos0, n, logits) gets batch[i]'s rows at segment-local
@@ -225,7 +195,7 @@ void run_jobs(const CausalLM& m, const std::vector<Job>& jobs, int prefill_block
   std::vector<const Job*> todo;
   for (const Job& j : jobs)
     if (reuse(j))
-      prog.segment_done(static_cast<std::size_t>(j.index), j.depth, true);
+      prog.done(j.depth, true);
     else
       todo.push_back(&j);
   for (std::size_t b = 0; b < todo.size();) {
@@ -244,7 +214,7 @@ void run_jobs(const CausalLM& m, const std::vector<Job>& jobs, int prefill_block
     for (const Job* j : batch) {
       done(*j);
       ++computed;
-      prog.segment_done(static_cast<std::size_t>(j->index), j->depth, false);
+      prog.done(j->depth);
     }
     b = e;
   }
@@ -457,7 +427,7 @@ void record_golden_with_model(const RecordModelOptions& o) {
     start += s.depth;
   }
   Checkpoints ck(o.out, run_key(o, "golden", L.identity, c.identity()));
-  Progress prog(start, jobs.size());
+  Progress prog("segment", jobs.size(), start);
   const std::size_t k = static_cast<std::size_t>(o.k);
   std::vector<GoldenBuffers> per(jobs.size());  // each segment's rows
   for (auto& g : per) g.k = o.k;
@@ -631,7 +601,7 @@ void record_candidate_with_model(const RecordModelOptions& o) {
   Checkpoints ck(o.out, run_key(o, "candidate", L.identity, g.meta.checksum));
   std::optional<NpyRowWriter> logits_out;
   if (!o.logits_out.empty()) logits_out.emplace(o.logits_out, g.meta.n, V);
-  Progress prog(g.meta.n, jobs.size());
+  Progress prog("segment", jobs.size(), g.meta.n);
   const std::size_t k = static_cast<std::size_t>(g.meta.k);
   std::vector<CandidateBuffers> per(jobs.size());  // each segment's rows
   for (auto& c : per) c.k = g.meta.k;

@@ -1,4 +1,4 @@
-// `kerncheck sweep` (SPEC §3, docs/demo.md): cut one named tensor's mantissa one width at a time, record
+// `kerncheck sweep` (docs/lab.md, docs/demo.md): cut one named tensor's mantissa one width at a time, record
 // and judge each width against a golden with the noise floor (or calibrated thresholds), and find the
 // knee — the precision the model actually uses.
 //

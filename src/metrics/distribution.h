@@ -1,4 +1,4 @@
-// Per-position distribution metrics (SPEC §2), on one reference row and one candidate row.
+// Per-position distribution metrics (docs/judge.md), on one reference row and one candidate row.
 //
 // KL over the reference's top-k plus one "other" bucket:
 //   KL = Σ_j p_j (lp_j − lq_j) + p_o (lp_o − ln q_o)

@@ -248,35 +248,72 @@ float dot_blocks(const std::uint8_t* b, const float* x, std::size_t nb) {
 // v + *bias, or v itself (not v + 0, which turns −0 into +0).
 KC_ALWAYS_INLINE float with_bias(float v, const float* bias) { return bias ? v + *bias : v; }
 
-// y[r·ldy] = Σ_j w_j·x[r·ldx + j] (+ *bias) for r < m: one weight row of nb blocks against m activation rows. The row
-// is dequantized once into `w` (nb·32 floats), then each activation row runs dot_blocks' summation over it,
-// four rows at a time (one load of w for four fmas).
-template <void (*Block)(const std::uint8_t*, float*), std::size_t Bytes>
-void dot_rows(const std::uint8_t* b, const float* x, std::size_t ldx, std::size_t m, std::size_t nb, float* w,
-              float* y, std::size_t ldy, const float* bias) {
-  for (std::size_t i = 0; i < nb; ++i) Block(b + i * Bytes, w + 32 * i);
-  std::size_t r = 0;
-  for (; r + 4 <= m; r += 4) {
-    Lanes a0, a1, a2, a3;
-    const float* x0 = x + r * ldx;
-    for (std::size_t i = 0; i < nb; ++i) {
-      const float* wi = w + 32 * i;
-      a0.fma(wi, x0 + 32 * i), a1.fma(wi, x0 + ldx + 32 * i);
-      a2.fma(wi, x0 + 2 * ldx + 32 * i), a3.fma(wi, x0 + 3 * ldx + 32 * i);
+// y[r·ldy + q] = Σ_j w[q·ldw + j]·x[r·ldx + j] (+ bias[q]) for WR weight rows q (dequantized f32) and XR
+// activation rows r: each sum is dot_blocks' (Lanes: the same lanes in the same order, the same tree), with
+// every weight vector loaded once for XR rows and every activation vector once for WR rows.
+template <int WR, int XR>
+KC_ALWAYS_INLINE void lanes_block(const float* w, std::size_t ldw, const float* x, std::size_t ldx, std::size_t nb,
+                                  float* y, std::size_t ldy, const float* bias) {
+  Lanes acc[WR][XR];
+  for (std::size_t i = 0; i < nb; ++i) {
+#if defined(KC_QUANT_SIMD)
+    __m512 w0[WR], w1[WR];
+#pragma GCC unroll 4
+    for (int q = 0; q < WR; ++q)
+      w0[q] = _mm512_loadu_ps(w + q * ldw + 32 * i), w1[q] = _mm512_loadu_ps(w + q * ldw + 32 * i + 16);
+#pragma GCC unroll 4
+    for (int r = 0; r < XR; ++r) {
+      const __m512 x0 = _mm512_loadu_ps(x + r * ldx + 32 * i), x1 = _mm512_loadu_ps(x + r * ldx + 32 * i + 16);
+#pragma GCC unroll 4
+      for (int q = 0; q < WR; ++q)
+        acc[q][r].a0 = _mm512_fmadd_ps(w0[q], x0, acc[q][r].a0), acc[q][r].a1 = _mm512_fmadd_ps(w1[q], x1, acc[q][r].a1);
     }
-    y[r * ldy] = with_bias(a0.sum(), bias), y[(r + 1) * ldy] = with_bias(a1.sum(), bias);
-    y[(r + 2) * ldy] = with_bias(a2.sum(), bias), y[(r + 3) * ldy] = with_bias(a3.sum(), bias);
+#else
+    for (int q = 0; q < WR; ++q)
+      for (int r = 0; r < XR; ++r) acc[q][r].fma(w + q * ldw + 32 * i, x + r * ldx + 32 * i);
+#endif
   }
-  for (; r < m; ++r) {
-    Lanes a;
-    for (std::size_t i = 0; i < nb; ++i) a.fma(w + 32 * i, x + r * ldx + 32 * i);
-    y[r * ldy] = with_bias(a.sum(), bias);
+  for (int q = 0; q < WR; ++q)
+    for (int r = 0; r < XR; ++r) y[r * ldy + q] = with_bias(acc[q][r].sum(), bias ? bias + q : nullptr);
+}
+
+// WR weight rows (dequantized, ldw apart) against all m activation rows: four at a time, then one by one.
+template <int WR>
+void rows_block(const float* w, std::size_t ldw, const float* x, std::size_t ldx, std::size_t m, std::size_t nb,
+                float* y, std::size_t ldy, const float* bias) {
+  std::size_t r = 0;
+  for (; r + 4 <= m; r += 4) lanes_block<WR, 4>(w, ldw, x + r * ldx, ldx, nb, y + r * ldy, ldy, bias);
+  for (; r < m; ++r) lanes_block<WR, 1>(w, ldw, x + r * ldx, ldx, nb, y + r * ldy, ldy, bias);
+}
+
+// Weight rows r0 … r1-1 of a quantized matrix (row_map: the file's row of each) against m activation rows:
+// three weight rows at a time are dequantized into `w` (3·nb·32 floats) and multiplied by every activation
+// row (rows_block). Each output is bitwise dot_blocks' for its row alone.
+template <void (*Block)(const std::uint8_t*, float*), std::size_t Bytes>
+void dot_rows(const std::uint8_t* data, std::size_t row_bytes, const std::uint32_t* row_map, std::size_t r0,
+              std::size_t r1, const float* x, std::size_t m, std::size_t nb, float* w, float* y, std::size_t ldy,
+              const float* bias) {
+  const std::size_t cols = nb * 32;
+  for (std::size_t r = r0; r < r1;) {
+    const std::size_t g = std::min<std::size_t>(3, r1 - r);
+    for (std::size_t q = 0; q < g; ++q) {
+      const std::uint8_t* b = data + (row_map ? row_map[r + q] : r + q) * row_bytes;
+      for (std::size_t i = 0; i < nb; ++i) Block(b + i * Bytes, w + q * cols + 32 * i);
+    }
+    const float* bq = bias ? bias + r : nullptr;
+    if (g == 3)
+      rows_block<3>(w, cols, x, cols, m, nb, y + r, ldy, bq);
+    else if (g == 2)
+      rows_block<2>(w, cols, x, cols, m, nb, y + r, ldy, bq);
+    else
+      rows_block<1>(w, cols, x, cols, m, nb, y + r, ldy, bq);
+    r += g;
   }
 }
 
 using DotFn = float (*)(const std::uint8_t*, const float*, std::size_t);
-using RowsFn = void (*)(const std::uint8_t*, const float*, std::size_t, std::size_t, std::size_t, float*, float*,
-                        std::size_t, const float*);
+using RowsFn = void (*)(const std::uint8_t*, std::size_t, const std::uint32_t*, std::size_t, std::size_t,
+                        const float*, std::size_t, std::size_t, float*, float*, std::size_t, const float*);
 struct QuantKernels {
   DotFn dot = nullptr;
   RowsFn rows = nullptr;
@@ -481,15 +518,15 @@ void quant_gemv(std::span<const QuantGemv> jobs) {
     const std::size_t nb = j.w.cols / 32;
     const std::size_t r0 = (c - first_chunk[ji]) * rows_per_chunk[ji];
     const std::size_t r1 = std::min(j.w.rows, r0 + rows_per_chunk[ji]);
-    thread_local std::vector<float> w_row;
-    if (j.m > 1) w_row.resize(widest);
+    if (j.m > 1) {  // y[i, r] for every activation row i: the same sums, each weight row dequantized once
+      thread_local std::vector<float> w_rows;
+      w_rows.resize(3 * widest);
+      K.rows(j.w.data, j.w.row_bytes, j.row_map, r0, r1, j.x, j.m, nb, w_rows.data(), j.y, j.w.rows, j.bias);
+      return;
+    }
     for (std::size_t r = r0; r < r1; ++r) {
       const std::uint8_t* row = j.w.data + (j.row_map ? j.row_map[r] : r) * j.w.row_bytes;
-      if (j.m == 1) {
-        j.y[r] = with_bias(K.dot(row, j.x, nb), j.bias ? j.bias + r : nullptr);
-      } else {  // y[i, r] for every activation row i: the same sums, the weight row dequantized once
-        K.rows(row, j.x, j.w.cols, j.m, nb, w_row.data(), j.y + r, j.w.rows, j.bias ? j.bias + r : nullptr);
-      }
+      j.y[r] = with_bias(K.dot(row, j.x, nb), j.bias ? j.bias + r : nullptr);
     }
   });
 }

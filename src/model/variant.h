@@ -1,4 +1,4 @@
-// Precision variants of the reference engine (the lab, SPEC §3): named, composable changes to how the f32
+// Precision variants of the reference engine (the lab, docs/lab.md): named, composable changes to how the f32
 // engine rounds, applied to any CausalLM through its hook, its weights and its kernel options.
 //
 // A variant is written as terms joined by '+' (docs/lab.md), in any order; the canonical form sorts them:

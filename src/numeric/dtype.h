@@ -1,4 +1,4 @@
-// Every element type kerncheck reads, writes or compares (SPEC §1), with its names and storage.
+// Every element type kerncheck reads, writes or compares (docs/compare.md), with its names and storage.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Single-head attention o = softmax(q·Kᵀ·scale) · V, and the P-rounding variants of SPEC §3 / seed 000:
+// Single-head attention o = softmax(q·Kᵀ·scale) · V, and the P-rounding variants of the lab (docs/lab.md):
 //
 //   def attention_row(q, K, V, round_p):          # m, l, o in f32; q, K, V bf16
 //     for Kb, Vb in blocks(K, V):
@@ -117,7 +117,7 @@ Array attention_online(std::span<const Array> in, const Params& p, RoundP round_
 void register_attention(Registry& r) {
   OpDef d;
   d.name = "attention";
-  d.summary = "single-head attention, blockwise online softmax in f32 (seed 000 attention_row); q, K, V bf16";
+  d.summary = "single-head attention, blockwise online softmax in f32 (flash attention's attention_row); q, K, V bf16";
   d.input_names = {"q [Lq, d]", "k [Lk, d]", "v [Lk, dv]"};
   d.param_names = {"block", "scale", "causal"};
   d.output_shape = [](std::span<const Shape> s, const Params& p) {

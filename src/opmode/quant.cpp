@@ -2,7 +2,7 @@
 //   scale = max|x| / 127;  q = clamp(round_half_even(x / scale), −127, 127)
 // The reference does it in f64. The candidates model kernels: f32 scale and divide, f32 reciprocal
 // multiply, and a scale stored in f16 — the step function round(x/scale) turns 1-ULP differences into
-// ±1 LSB flips, which is why the quant method (|Δ| <= 1 LSB) exists (seed 001 §7).
+// ±1 LSB flips, which is why the quant method (|Δ| <= 1 LSB) exists (docs/compare.md).
 #include <algorithm>
 #include <cmath>
 #include <vector>

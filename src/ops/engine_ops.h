@@ -144,7 +144,7 @@ struct AttentionShape {
 };
 
 // Kernel choices of equal (f32) precision that differ only in summation order: two equally correct
-// implementations, whose difference is the normal difference (noise floor) of SPEC §2.
+// implementations, whose difference is the normal difference (noise floor, docs/judge.md).
 enum class AttentionKernel {
   exact,  // exact row max over all visible keys, one P·V GEMM per (head, 32-row) tile (the reference)
   flash,  // online softmax over blocks of kFlashBlockKeys keys (running max, rescaled partial sums and

@@ -6,7 +6,7 @@ Checks, with the trained hybrid's tokenizer.json (any tokenizer would do):
 - `corpus build` twice gives the same file; `corpus show` prints the sources identity, which equals the one
   computed here from the manifest (sha256 over "domain sha256(text)" lines: the texts are valid UTF-8, so
   kerncheck's cleaning leaves them as they are); segment sources are manifest names, not machine paths;
-- the quick preset keeps its shape: depths 256, 512 x 4 segments (prose, code alternating), decode_last 64;
+- the quick preset keeps its shape: depths 256, 512 x 12 segments (prose, code alternating), decode_last 128;
 - a changed source (a shipped file edited in a copy of the folder, KC_CORPUS_DIR) is refused with exit 3
   naming the file, the expected and the actual hash; a missing manifest too.
 """
@@ -78,7 +78,19 @@ def test_build_is_reproducible_and_prints_the_sources_identity(built):
     names = {n for _, n, _, _ in manifest()}
     assert all(s["source"] in names for s in segs)
     assert [(s["domain"], s["depth"], s["decode_last"]) for s in segs] == \
-        [(dom, d, 64) for d in (256, 512) for dom in ("prose", "code", "prose", "code")]
+        [(dom, d, 128) for d in (256, 512) for dom in ("prose", "code") * 6]
+
+
+def test_decode_last_default_with_other_depths(built, tmp_path):
+    """--depths without --decode-last: the preset's 128, but at most half the shallowest depth (never refused
+    for being the default); an explicit value is used as given."""
+    def shape(*args):
+        kc("corpus", "build", "--tokenizer", TOK, "--segments-per-depth", "1", *args, "-o", tmp_path / "c.kcc")
+        with safe_open(str(tmp_path / "c.kcc"), "np") as f:
+            return [(s["depth"], s["decode_last"]) for s in json.loads(f.metadata()["segments"])]
+    assert shape("--depths", "64,1024") == [(64, 32), (1024, 32)]
+    assert shape("--depths", "300") == [(300, 128)]
+    assert shape("--depths", "64", "--decode-last", "63") == [(64, 63)]
 
 
 def test_changed_source_is_refused(built, tmp_path):

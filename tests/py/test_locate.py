@@ -61,6 +61,12 @@ def test_state_rounding_in_one_layer_is_named(golden, tmp_path):
     for phase in ("prefill", "decode"):
         assert rep["first"][phase]["layer"] == 2 and rep["first"][phase]["name"] == "gdn.state", rep["first"]
     assert "decode: first site outside the floor: layer 2 gdn.state" in r.stdout, r.stdout
+    # Progress on stderr: one line per segment replayed, for every run (reference, noise runs, candidate).
+    lines = [l for l in r.stderr.splitlines() if l.startswith("locate: segment replay")]
+    runs = 2 + len(NOISE) // 2
+    assert len(lines) == runs * rep["segments"], r.stderr
+    assert lines[-1].startswith(f"locate: segment replay {runs * rep['segments']}/{runs * rep['segments']} done")
+    assert f"(run {runs}/{runs}, " in lines[-1] and "ETA" in lines[-1], lines[-1]
     # The candidate is the reference (bitwise) upstream of the rounding: error 0 there.
     sites = rep["sites"]
     first = next(i for i, s in enumerate(sites) if s["phase"] == "decode" and s["departs"])
