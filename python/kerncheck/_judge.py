@@ -11,8 +11,9 @@ class Report:
     verdict in one sentence), kl (mean, median, p90, p99, p999, max, …), flips, stats (the flat statistic
     table), noise_ratio, findings, decided_by, depth_profile (the KL mean against the floor's by depth: buckets
     and onset, docs/judge.md "Depth profile and onset"; None for shards without per-depth sums), onset_depth
-    (the depth from which the candidate stays outside the floor's spread, or None), text (the CLI's text
-    report) and json (the whole `--json` report as a dict)."""
+    (the depth from which the candidate stays outside the floor's spread, or None), notes (said in every report:
+    a floor without spread, a floor mismatch), text (the CLI's text report) and json (the whole `--json` report
+    as a dict)."""
 
     def __init__(self, js, text, exit_code):
         j = self.json = json.loads(js)
@@ -31,6 +32,7 @@ class Report:
         self.positions_judged = j["positions_judged"]
         self.depth_profile = j["depth_profile"]
         self.onset_depth = self.depth_profile["onset"]["depth"] if self.depth_profile else None
+        self.notes = j["notes"]  # said in every report (a floor without spread, a floor mismatch, …)
 
     def __bool__(self):
         return self.passed
@@ -46,7 +48,7 @@ class Report:
 # `kerncheck test` is a keyword here, with the same default, range and help.
 _OPTIONS = {o["python"]: o for o in _core.judge_option_table()}
 # test()'s own keywords (the CLI's --json, --junit, --html, --ref-logits, --worst, --locate).
-_TEST_KEYWORDS = ("noise", "thresholds", "html", "junit", "json_path", "ref_logits", "worst", "locate")
+_TEST_KEYWORDS = ("noise", "floor", "thresholds", "html", "junit", "json_path", "ref_logits", "worst", "locate")
 
 
 def judge_options(options, fn):
@@ -68,13 +70,13 @@ def judge_options(options, fn):
     return out
 
 
-def test(golden, candidate, noise=(), thresholds=None, *, html=None, junit=None, json_path=None, ref_logits=None,
-         worst=20, locate=None, **options):
+def test(golden, candidate, noise=(), thresholds=None, *, floor=None, html=None, junit=None, json_path=None,
+         ref_logits=None, worst=20, locate=None, **options):
     __tracebackhide__ = True  # pytest: a bad input's error points at the caller
     if isinstance(noise, (str, os.PathLike)):
         noise = [noise]
     js, text, rc = _core.judge(os.fspath(golden), os.fspath(candidate), [os.fspath(p) for p in noise],
-                               os.fspath(thresholds) if thresholds is not None else None,
+                               os.fspath(floor or ""), os.fspath(thresholds) if thresholds is not None else None,
                                judge_options(options, "test"), os.fspath(ref_logits or ""), worst,
                                os.fspath(html or ""), os.fspath(junit or ""), os.fspath(json_path or ""),
                                os.fspath(locate or ""))
@@ -91,7 +93,8 @@ def _signature_and_doc():
              f"{o['help']}" for name, o in _OPTIONS.items()]
     doc = ("Judges `candidate` (a candidate file or full logits [N, vocab]) against `golden`, as `kerncheck test`:\n"
            "the same checks (the floor's provenance, the positions), the same verdict, the same reports.\n\n"
-           "noise: files of equally correct implementations (the noise floor); thresholds: a TOML from\n"
+           "noise: files of equally correct implementations (the noise floor); floor: a floor manifest from\n"
+           "`kerncheck floor` in place of noise (its runs, checked against it); thresholds: a TOML from\n"
            "`kerncheck calibrate`; html/junit/json_path: also write those reports (atomically); ref_logits: the\n"
            "reference's full logits (full-vocabulary KL of a logits candidate); worst: how many worst positions\n"
            "the JSON keeps; locate: with html, a `kerncheck locate --json` report the page links.\n"

@@ -28,6 +28,10 @@ int run(int argc, char** argv) {
   app.add_option("--noise", q.noise,
                  "noise-floor run(s): candidates (or logits) of equally correct implementations")
       ->check(CLI::ExistingFile);
+  app.add_option("--floor", q.floor,
+                 "a floor manifest (kerncheck floor): its runs are the noise runs, checked against it (the "
+                 "golden, each run's checksum, the engine, precision and served model); in place of --noise")
+      ->check(CLI::ExistingFile);
   app.add_option("--thresholds", thresholds_path, "thresholds TOML from kerncheck calibrate")
       ->check(CLI::ExistingFile);
   app.add_option("--json", out.json, "write the JSON report here");
@@ -54,6 +58,8 @@ int run(int argc, char** argv) {
   kc::check_judge_options(opt);
   std::vector<std::string> inputs{q.golden, q.candidate, thresholds_path, locate_path, q.ref_logits};
   inputs.insert(inputs.end(), q.noise.begin(), q.noise.end());
+  if (!q.floor.empty())
+    for (const std::string& f : kc::floor_inputs(q.floor)) inputs.push_back(f);
   kc::check_outputs_apart(inputs, {out.json, out.junit, out.html, partial_path});
   if (!locate_path.empty() && out.html.empty())
     kc::fail("--locate: expected --html F (the page that links to the locate report), got none");

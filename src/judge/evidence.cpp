@@ -1,5 +1,7 @@
 #include "judge/evidence.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -210,6 +212,7 @@ void flip_bins(JudgeReport& R, const JudgeAccumulator& cand) {
 void floor_tests(JudgeReport& R, const JudgeAccumulator& cand, const std::vector<JudgeAccumulator>& noise) {
   if (noise.size() == 1) {
     R.notes.push_back(words::note_one_noise_run());
+    R.no_floor_test = "one noise run";
     return;
   }
   std::vector<const SplitSummary*> splits;
@@ -219,6 +222,10 @@ void floor_tests(JudgeReport& R, const JudgeAccumulator& cand, const std::vector
       splits.push_back(sp);
       if (sp->id.kind == SplitKind::depth) deepest = std::max(deepest, sp->id.index);
     }
+  if (splits.empty()) {
+    R.no_floor_test = fmt::format("no split has --min-split-center {} positions", R.options.min_split_center);
+    return;
+  }
   bool spread = false;
   std::vector<FloorTest> tests;
   for (const SplitSummary* sp : splits) {
@@ -229,11 +236,15 @@ void floor_tests(JudgeReport& R, const JudgeAccumulator& cand, const std::vector
     tests.push_back(std::move(ft));
   }
   if (!spread) {
-    R.notes.push_back(words::note_identical_noise());
+    R.notes.push_back(words::floor_no_spread(noise.size(), R.options.kl_factor));
+    R.no_floor_test = fmt::format("the {} floor runs do not differ", noise.size());
     return;
   }
   for (auto& ft : tests)
-    if (ft.sd > 0) R.floor_tests.push_back(std::move(ft));
+    if (ft.sd > 0)
+      R.floor_tests.push_back(std::move(ft));
+    else if (ft.matters)  // said, not skipped in silence: this split is judged on the fixed limits only
+      R.notes.push_back(words::note_split_no_spread(ft.split.label()));
 }
 
 void holm(JudgeReport& R) {

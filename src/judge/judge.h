@@ -201,6 +201,10 @@ struct JudgeReport {
   std::vector<BinReport> bins;  // overall, with the floor
   std::vector<FloorTest> floor_tests;  // noise mode with ≥ 2 distinct noise runs
   DepthProfile depth_profile;          // every report (the floor's columns with noise runs)
+  // Noise mode without any floor test: why (the verdict then rests on the fixed limits alone, and the
+  // headline and every report say so); "" when floor tests ran.
+  std::string no_floor_test;
+  std::string floor_manifest;  // `--floor MANIFEST`: the manifest the noise runs came from ("" = --noise)
   int family_size = 0;                 // hypotheses under Holm: floor tests + flip bins tested (noise mode)
   std::vector<std::string> notes;      // said in every report, never change the verdict
   std::vector<Provenance> noise_made_by;       // set by the caller (empty entries for logits files)
@@ -268,6 +272,8 @@ struct Partial {
   GoldenMeta golden;
   std::string golden_path, candidate_path;
   std::vector<std::string> noise_paths;
+  std::string floor_manifest;  // the noise runs came from this manifest (`--floor`; not kept in shards)
+  std::string floor_note;      // which of its runs were left out as repeats of others' bits (words.h)
   // Who made the candidate and each noise run (merge repeats test's floor check; empty for logits files
   // and for shards written before these were kept).
   Provenance candidate_made_by;

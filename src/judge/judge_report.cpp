@@ -132,6 +132,7 @@ json report_json(const JudgeReport& r) {
   j["candidate"] = r.candidate_path;
   j["candidate_made_by"] = {{"engine", r.candidate_made_by.engine}, {"variant", r.candidate_made_by.variant}};
   j["noise"] = r.noise_paths;
+  j["floor_manifest"] = r.floor_manifest.empty() ? ordered(nullptr) : ordered(r.floor_manifest);
   ordered nm = ordered::array();
   for (auto& p : r.noise_made_by) nm.push_back({{"engine", p.engine}, {"variant", p.variant}});
   j["noise_made_by"] = nm;
@@ -212,6 +213,7 @@ json report_json(const JudgeReport& r) {
                      {"family_size", r.family_size},
                      {"power", r.options.power},
                      {"mde_target", r.options.mde_target},
+                     {"not_run", r.no_floor_test.empty() ? ordered(nullptr) : ordered(r.no_floor_test)},
                      {"tests", ft}};
   j["depth_profile"] = depth_profile_json(r);
   j["notes"] = r.notes;
@@ -305,6 +307,7 @@ std::string render_text(const JudgeReport& r) {
     o << fmt::format("  (engine {}, variant {})", r.candidate_made_by.engine.empty() ? "?" : r.candidate_made_by.engine,
                      r.candidate_made_by.variant.empty() ? "-" : r.candidate_made_by.variant);
   o << "\n";
+  if (!r.floor_manifest.empty()) o << fmt::format("  floor     {} ({} runs)\n", r.floor_manifest, r.noise_paths.size());
   for (std::size_t i = 0; i < r.noise_paths.size(); ++i) {
     o << fmt::format("  noise     {}", r.noise_paths[i]);
     if (i < r.noise_made_by.size() && !r.noise_made_by[i].variant.empty())
@@ -475,6 +478,12 @@ std::string render_junit(const JudgeReport& r) {
       o << fmt::format("<failure message=\"{}\"/>",
                        esc(words::sentence(f) + (f.detail.empty() ? "" : ". " + f.detail)));
     o << "</testcase>\n";
+  }
+  // The notes (a floor without spread, a floor mismatch) travel with the verdict: CI pages show system-out.
+  if (!r.notes.empty()) {
+    std::string notes;
+    for (auto& n : r.notes) notes += "note: " + n + "\n";
+    o << fmt::format("  <system-out>{}</system-out>\n", esc(notes));
   }
   o << "</testsuite></testsuites>\n";
   return o.str();

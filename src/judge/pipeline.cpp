@@ -7,11 +7,57 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "judge/floor_manifest.h"
 #include "judge/options.h"
+#include "judge/words.h"
 
 namespace kc {
 
-Partial gather_runs(const JudgeRequest& q, std::vector<std::string>& mismatches) {
+namespace {
+
+// The served model a `record --server` file names in its run key ("" for other files).
+std::string served_model_of(const Candidate& c) {
+  auto it = c.meta.extra.find("server_record");
+  if (it == c.meta.extra.end()) return "";
+  const nlohmann::json k = nlohmann::json::parse(it->second, nullptr, false);
+  return k.is_object() && k.contains("model") && k["model"].is_string() ? k["model"].get<std::string>() : "";
+}
+
+// A manifest's claims against the golden and the candidate (before any long pass).
+void check_manifest(const FloorManifest& m, const Golden& golden, const std::string& golden_path,
+                    const CandidateInput& cand, const std::string& cand_path) {
+  if (m.golden_checksum != golden.meta.checksum)
+    throw_input_error(m.path, "golden.checksum",
+                      fmt::format("the golden's checksum ({}: {}): a floor is recorded against one golden",
+                                  golden_path, golden.meta.checksum),
+                      m.golden_checksum);
+  const std::string served = cand.in_memory ? "" : served_model_of(cand.cand);
+  if (!m.served_model.empty() && !served.empty() && served != m.served_model)
+    throw_input_error(cand_path, "server_record.model",
+                      fmt::format("the floor's served model \"{}\" ({})", m.served_model, m.path),
+                      "\"" + served + "\"");
+}
+
+}  // namespace
+
+std::vector<std::string> floor_inputs(const std::string& manifest) {
+  std::vector<std::string> v{manifest};
+  for (const FloorRun& r : read_floor_manifest(manifest).runs) v.push_back(r.path);
+  return v;
+}
+
+Partial gather_runs(const JudgeRequest& q_in, std::vector<std::string>& mismatches) {
+  JudgeRequest q = q_in;
+  std::optional<FloorManifest> manifest;
+  std::vector<std::size_t> judged;  // the manifest's runs read (judged_runs)
+  if (!q.floor.empty()) {
+    if (!q.noise.empty())
+      fail("--floor: expected the manifest alone (it lists the floor's runs), got {} --noise run(s) too",
+           q.noise.size());
+    manifest = read_floor_manifest(q.floor);
+    judged = judged_runs(manifest->runs);
+    for (std::size_t i : judged) q.noise.push_back(manifest->runs[i].path);
+  }
   // Deferred verification: accumulate() checks the checksums and rows in its one pass over the files and
   // throws (exit 3, nothing written) before a report exists.
   Golden golden = read_golden(q.golden, true);
@@ -21,15 +67,24 @@ Partial gather_runs(const JudgeRequest& q, std::vector<std::string>& mismatches)
   p.golden_path = q.golden;
   p.candidate_path = q.candidate;
   p.noise_paths = q.noise;
+  p.floor_manifest = q.floor;
   auto range = q.positions;
   {
     CandidateInput ci = open_candidate_input(q.candidate, golden, range, true);
+    if (manifest) check_manifest(*manifest, golden, q.golden, ci, q.candidate);
     if (!ci.in_memory) p.candidate_made_by = ci.cand.meta.made_by;
     if (!range && q.shard) range = std::make_pair(ci.begin, ci.begin + ci.n);
     p.cand = accumulate(golden, ci, ref ? &*ref : nullptr, q.worst);
   }
-  for (const std::string& path : q.noise) {
+  for (std::size_t i = 0; i < q.noise.size(); ++i) {
+    const std::string& path = q.noise[i];
     CandidateInput ni = open_candidate_input(path, golden, range, true);
+    // The manifest's run is the file it recorded: the stored checksum here, verified by accumulate() below.
+    if (manifest && (ni.in_memory || ni.cand.meta.checksum != manifest->runs[judged[i]].checksum))
+      throw_input_error(q.floor, fmt::format("runs[{}].checksum", judged[i]),
+                        fmt::format("the checksum of {} when the floor was recorded ({})", path,
+                                    manifest->runs[judged[i]].checksum),
+                        ni.in_memory ? "full logits" : ni.cand.meta.checksum);
     p.noise_made_by.push_back(ni.in_memory ? Provenance{} : ni.cand.meta.made_by);
     // The floor check before the noise run's pass: a refusal costs no time.
     const std::string m = check_floor_provenance(path, q.candidate, p.candidate_made_by, path,
@@ -42,6 +97,15 @@ Partial gather_runs(const JudgeRequest& q, std::vector<std::string>& mismatches)
     p.noise.push_back(accumulate(golden, ni, ref ? &*ref : nullptr));
   }
   p.golden = golden.meta;
+  if (manifest && judged.size() < manifest->runs.size()) {
+    std::vector<std::string> same;
+    for (std::size_t i = 0, j = 0; i < manifest->runs.size(); ++i)
+      if (j < judged.size() && judged[j] == i)
+        ++j;
+      else
+        same.push_back(manifest->runs[i].name);
+    p.floor_note = words::floor_repeats(manifest->runs.size(), judged.size(), same);
+  }
   return p;
 }
 
@@ -67,6 +131,8 @@ JudgeReport judge_runs(const Partial& runs, const std::vector<std::string>& mism
   JudgeReport r = judge(runs.golden, runs.golden_path, runs.cand, runs.candidate_path, runs.noise,
                         runs.noise_paths, thresholds ? &*thresholds : nullptr, o);
   set_floor_provenance(r, runs.candidate_made_by, runs.noise_made_by, mismatches);
+  r.floor_manifest = runs.floor_manifest;
+  if (!runs.floor_note.empty()) r.notes.push_back(runs.floor_note);
   return r;
 }
 

@@ -16,6 +16,7 @@ namespace kc {
 struct JudgeRequest {
   std::string golden, candidate;
   std::vector<std::string> noise;
+  std::string floor;  // a floor manifest (kerncheck floor) in place of `noise`: its runs are the noise runs
   std::string ref_logits;  // "" = none: full logits of the reference, for the full-vocabulary KL
   std::optional<std::pair<std::int64_t, std::int64_t>> positions;  // golden positions [A, B) (shards)
   bool shard = false;  // `--partial`: without `positions`, the candidate's own range
@@ -23,8 +24,13 @@ struct JudgeRequest {
   bool allow_floor_mismatch = false;
 };
 
+// The files a floor manifest names (the manifest first, then its runs), for the output checks.
+std::vector<std::string> floor_inputs(const std::string& manifest);
+
 // Reads the golden, the candidate and each noise run (one pass each: the files' checks run in it) and
-// checks the floor (check_floors) and that every noise run covers the candidate's positions.
+// checks the floor (check_floors) and that every noise run covers the candidate's positions. With
+// `floor`, the noise runs are the manifest's: it must have been recorded against this golden, each run must
+// be the file it recorded (its checksum), and a server's candidate must come from the floor's served model.
 // `mismatches`: the floor mismatches accepted by allow_floor_mismatch.
 Partial gather_runs(const JudgeRequest& q, std::vector<std::string>& mismatches);
 

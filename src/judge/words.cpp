@@ -1,6 +1,7 @@
 #include "judge/words.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 
@@ -93,6 +94,8 @@ std::string headline(const JudgeReport& r) {
                              r.inconclusive_reasons.size() - 1, r.inconclusive_reasons.size() > 2 ? "s" : "");
   if (r.findings.empty()) return "no check was made";
   const Finding& f = r.findings.front();
+  if (r.verdict != Verdict::fail && r.mode == JudgeMode::noise && !r.no_floor_test.empty())
+    return fixed_limits_only(r.no_floor_test) + "; closest: " + sentence(f);
   if (r.verdict != Verdict::fail) return "every check within its limit; closest: " + sentence(f);
   int failed = 0, checked = 0;  // the same check elsewhere: how widespread the evidence is
   for (const Finding& x : r.findings)
@@ -200,15 +203,47 @@ std::string reason_other_golden(const std::string& calibrated_on, const std::str
 }
 
 // ---- notes ------------------------------------------------------------------------------------------------
-std::string note_identical_noise() {
-  return "the noise runs are identical: their spread is unknown, so only the fixed limits (--kl-factor) "
-         "apply; "
-         "record the floor with different implementations";
+std::string floor_no_spread(std::size_t runs, double kl_factor) {
+  return fmt::format(
+      "the {} floor runs do not differ (the same bits at every position), so the floor has no spread and "
+      "the floor test cannot run: verdicts against this floor rest on the fixed limits alone (KL mean, "
+      "median and p99 ≤ {} × the floor's, no flip above margin {} where the floor has none), which let a "
+      "regression below {}× the floor pass; to measure a spread, add an equally correct implementation to "
+      "the floor (e.g. another attention backend or another kernel build), or accept the fixed limits",
+      runs, kl_factor, kBackstopMargin, kl_factor);
+}
+
+std::string floor_spread(std::size_t runs, std::size_t distinct, const std::string& power, double power_level,
+                         double mde_target) {
+  return fmt::format(
+      "{} floor runs, {} with distinct bits: the floor test can detect an increase of KL mean of {} at "
+      "{:.0f} % power (a split must detect ≤ {}×, else verdicts against this floor are INCONCLUSIVE; more "
+      "configurations that differ, or more segments, lower it)",
+      runs, distinct, power.empty() ? "(no split large enough)" : power, 100 * power_level, mde_target);
+}
+
+std::string floor_repeats(std::size_t runs, std::size_t distinct, const std::vector<std::string>& left_out) {
+  return fmt::format(
+      "the floor's {} runs hold {} distinct implementations: {} repeat{} an earlier run's bits and {} read once "
+      "(a repeat adds no spread; counted twice it would shrink the floor's)",
+      runs, distinct, fmt::join(left_out, ", "), left_out.size() == 1 ? "s" : "", left_out.size() == 1 ? "is" : "are");
 }
 
 std::string note_one_noise_run() {
-  return "one noise run: the spread of equally correct implementations is unknown, so only the fixed limits "
-         "(--kl-factor) apply; give ≥ 2 noise runs for the floor test";
+  return "one noise run: the spread of equally correct implementations is unknown, so the floor test cannot "
+         "run and only the fixed limits (--kl-factor) apply; give ≥ 2 noise runs that differ for the floor "
+         "test";
+}
+
+std::string note_split_no_spread(const std::string& split) {
+  return fmt::format(
+      "{}: the floor runs do not differ there, so no floor test ran on it and only the fixed limits apply "
+      "to it",
+      split);
+}
+
+std::string fixed_limits_only(const std::string& why) {
+  return fmt::format("within the fixed limits only; no floor test ran ({})", why);
 }
 
 std::string note_thresholds_with_noise() {

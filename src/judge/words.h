@@ -45,8 +45,20 @@ std::string reason_coverage(double mass, int k, double need);
 std::string reason_other_golden(const std::string& calibrated_on, const std::string& this_one);
 
 // ---- notes ----
-std::string note_identical_noise();
+// The floor runs do not differ (the same bits, or the same KL in every segment): the one sentence that the
+// floor manifest (kerncheck floor) and every report say, with what the user can do. runs: how many.
+std::string floor_no_spread(std::size_t runs, double kl_factor);
+// A floor whose runs differ: how many, and what the floor test can detect in the splits that must
+// detect the MDE target (`power`: "phase decode 1.31×, depth 256 1.18×").
+std::string floor_spread(std::size_t runs, std::size_t distinct, const std::string& power, double power_level,
+                         double mde_target);
 std::string note_one_noise_run();
+// `test --floor`: runs of the manifest with the same bits as an earlier run are one implementation, read once.
+std::string floor_repeats(std::size_t runs, std::size_t distinct, const std::vector<std::string>& left_out);
+// A split that must detect the MDE target where the floor runs do not differ (other splits have a spread).
+std::string note_split_no_spread(const std::string& split);
+// Why no floor test ran in noise mode ("" when one did): for the headline of a verdict on the fixed limits.
+std::string fixed_limits_only(const std::string& why);
 std::string note_thresholds_with_noise();
 std::string floor_mismatch_note(const std::string& mismatch);
 

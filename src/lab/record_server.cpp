@@ -935,6 +935,7 @@ void record_once(const RecordServerOptions& o, int rep, int n_rep) {
     ImportStats st;
     CandidateBuffers buf = candidate_from_engine(*golden, dump, &st);
     CandidateMeta meta = candidate_meta_for(*golden, made_by);
+    for (auto& [k, v] : o.extra) meta.extra[k] = v;
     meta.extra["server_record"] = key;  // what was asked of which engine (a --repeat rerun keeps a match)
     if (n_rep > 1) {  // which noise run this is (kerncheck test's provenance; docs/engines.md)
       meta.extra["repetition"] = std::to_string(rep);

@@ -33,6 +33,7 @@
 // output file.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -56,6 +57,8 @@ struct RecordServerOptions {
   double backoff_s = 1;            // first retry delay, doubled each retry
   int repeat = 1;                  // candidate mode: record N times (the engine's own noise runs)
   int max_response_mb = 256;       // per response (SGLang prefill responses list k·D ids at D positions)
+  std::map<std::string, std::string> extra;  // candidate mode: more metadata for the file (kerncheck floor:
+                                             // its configuration, the engine's version, the hardware)
 };
 
 // With repeat N > 1, run r (1 … N) goes to repetition_path(out, r, N) and carries metadata

@@ -382,7 +382,7 @@ nb::list judge_option_table_py() {
 // text report, exit code). options: keyword → number (flags 0 or 1), checked by _judge.py's types first.
 std::tuple<std::string, std::string, int> judge_py(
     const std::string& golden_path, const std::string& cand_path, const std::vector<std::string>& noise_paths,
-    const std::optional<std::string>& thresholds_path, const std::map<std::string, double>& options,
+    const std::string& floor, const std::optional<std::string>& thresholds_path, const std::map<std::string, double>& options,
     const std::string& ref_logits, std::size_t worst, const std::string& html, const std::string& junit,
     const std::string& json, const std::string& locate) {
   JudgeOptions opt;
@@ -403,8 +403,8 @@ std::tuple<std::string, std::string, int> judge_py(
     if (!locate.empty()) out.locate = read_locate_link(locate, html);
     std::optional<Thresholds> th;
     if (thresholds_path) th = read_thresholds(*thresholds_path);
-    JudgeRequest q{golden_path,  cand_path, noise_paths, ref_logits,
-                   std::nullopt, false,     worst,       opt.allow_floor_mismatch};
+    JudgeRequest q{golden_path, cand_path, noise_paths,  floor, ref_logits,
+                   std::nullopt, false,    worst,        opt.allow_floor_mismatch};
     std::vector<std::string> mismatches;
     const Partial runs = gather_runs(q, mismatches);
     report = judge_runs(runs, mismatches, th, opt);
@@ -521,7 +521,7 @@ NB_MODULE(_core, m) {
         "Makes fn(inputs: list[ndarray f64], params: dict, out_dtype: str) -> ndarray f64 a candidate of op.");
   m.def("list_ops", &list_ops_py);
   m.def("methods", &methods_py);
-  m.def("judge", &judge_py, "golden"_a, "candidate"_a, "noise"_a, "thresholds"_a.none(), "options"_a,
+  m.def("judge", &judge_py, "golden"_a, "candidate"_a, "noise"_a, "floor"_a, "thresholds"_a.none(), "options"_a,
         "ref_logits"_a, "worst"_a, "html"_a, "junit"_a, "json"_a, "locate"_a,
         "The judge of `kerncheck test`; returns (JSON report, text report, exit code).");
   m.def("judge_option_table", &judge_option_table_py,

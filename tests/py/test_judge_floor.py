@@ -6,7 +6,7 @@ Student t p-value (integrated numerically here, not by the library's incomplete 
 family (floor tests + flip bins), the minimum detectable effect and the leave-one-out t of each noise run are
 checked against the JSON report. Then: a 1.56× regression fails by the floor test while an implementation
 drawn like the noise runs passes, the text report shows the deciding split against each noise run, one noise
-run or identical noise runs fall back to the fixed limits with a note.
+run or identical noise runs fall back to the fixed limits with a note and a headline that says so.
 """
 import json
 import math
@@ -207,14 +207,17 @@ def test_one_or_identical_noise_runs_fall_back(data):
     rep, _ = report(d, "ok", ["n0"], rc=0)
     assert rep["floor_test"]["tests"] == [] and any("one noise run" in n for n in rep["notes"])
     rep, p = report(d, "ok", ["n0", "n0"], rc=0)
-    assert rep["floor_test"]["tests"] == [] and any("identical" in n for n in rep["notes"])
+    assert rep["floor_test"]["tests"] == [] and any("floor runs do not differ" in n for n in rep["notes"])
     assert "note: " in p.stdout
+    # On the fixed limits alone, and said so: never as if the floor test had run.
+    assert rep["headline"].startswith("within the fixed limits only; no floor test ran (the 2 floor runs do not")
+    assert rep["floor_test"]["not_run"] == "the 2 floor runs do not differ"
     # m identical runs, and a candidate identical to them (a batch-invariant engine: seen with vLLM's bf16
     # CPU build): the runs' mean and variance must be exactly the value and 0, not rounding noise whose
     # ratio is an arbitrary t (it was ±0.85 with 6 runs of vLLM).
     for m in range(3, 9):
         rep, _ = report(d, "n0", ["n0"] * m, rc=0)
-        assert rep["floor_test"]["tests"] == [] and any("identical" in n for n in rep["notes"]), m
+        assert rep["floor_test"]["tests"] == [] and any("floor runs do not differ" in n for n in rep["notes"]), m
 
 
 def test_mismatched_floor_is_refused_or_said_loudly(data):

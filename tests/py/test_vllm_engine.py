@@ -11,6 +11,8 @@ from kerncheck's f32 engine, then:
                → no failing check (PASS, or INCONCLUSIVE for lack of power where the runs differ); the
                bf16 candidate against the floor of the two f32 runs → FAIL (a bf16 model against an f32
                floor: the degradation is the whole bf16 model, said as such);
+  floor plan:  `kerncheck floor` with three configurations of examples/floor/vllm-cpu.toml (no process
+               left), and SIGTERM to a floor while vLLM starts leaves no process either;
   fp8 KV:      a bf16 server with `--kv-cache-dtype fp8` (where the CPU has it: AVX-512 or AMX) → FAIL
                against the bf16 floor (with --allow-floor-mismatch: the KV dtype is the change); where
                the CPU lacks it, vLLM's refusal to start is checked.
@@ -144,3 +146,82 @@ def test_fp8_kv_cache_fails_against_the_bf16_floor(world):
     assert rep["floor_mismatches"], text
     # Measured on an AVX-512/AMX Xeon: KL mean ~38x the bf16 floor, flips at margin > 1 where the floor has none.
     assert rep["stats"]["kl_mean"] > 5 * rep["floor_stats"]["kl_mean"], text
+
+
+def marked_processes(mark):
+    """Live processes whose environment carries `mark` (every process a server started inherits it)."""
+    out = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            if mark.encode() in (p / "environ").read_bytes():
+                state = (p / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state != "Z":
+                    out.append(int(p.name))
+        except OSError:
+            pass
+    return out
+
+
+def small_plan(d, names, mark):
+    """examples/floor/vllm-cpu.toml with only `names`, on the test's port, every process marked."""
+    text = (ROOT / "examples" / "floor" / "vllm-cpu.toml").read_text()
+    head, *blocks = text.split("\n[[configuration]]")
+    keep = [b for b in blocks if any(f'name = "{n}"' in b for n in names)]
+    head = head.replace("port = 8341", f"port = {PORT}").replace('PYTHONPATH = "{pythonpath}"',
+                                                                 f'PYTHONPATH = "{{pythonpath}}", KC_TEST_MARK = "{mark}"')
+    (d / "plan.toml").write_text(head + "".join("\n[[configuration]]" + b for b in keep))
+    return d / "plan.toml"
+
+
+def test_floor_plan_on_the_real_server(world):
+    """`kerncheck floor` with the real engine: three configurations of examples/floor/vllm-cpu.toml, a server
+    started and stopped for each (no process left), the engine's version in the manifest, `test --floor`."""
+    import uuid
+
+    d = world
+    stop()
+    mark = f"kc-floor-{uuid.uuid4()}"
+    plan = small_plan(d, ["base", "concurrency-1", "batched-tokens-64"], mark)
+    r = kc("floor", plan, "--golden", d / "g.st", "-o", d / "floor", check=False)
+    print(r.stdout[-3000:])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not marked_processes(mark), "vLLM processes left behind"
+    m = json.loads((d / "floor" / "floor.json").read_text())
+    assert [x["name"] for x in m["runs"]] == ["base", "concurrency-1", "batched-tokens-64"]
+    assert all(x["engine_version"] == "0.32.0" and x["variant"] == "bf16" for x in m["runs"])
+    assert "Application startup complete" in (d / "floor" / "logs" / "base.log").read_text()
+    assert m["spread"]["sentence"] in r.stdout
+    rc, rep, text = judge(d, "bf16", extra=["--floor", d / "floor" / "floor.json"]) if (d / "bf16.st").exists() \
+        else (None, None, None)
+    if rep is not None:
+        assert rc in (0, 2) and rep["floor_manifest"] == str(d / "floor" / "floor.json"), text
+        if m["spread"]["degenerate"]:
+            assert rep["headline"].startswith("within the fixed limits only"), text
+
+
+def test_interrupted_floor_leaves_no_vllm_process(world):
+    """SIGTERM to `kerncheck floor` while vLLM starts (its engine core and worker processes exist): the whole
+    group is stopped before kerncheck ends."""
+    import signal
+    import time
+    import uuid
+
+    from kc_env import KC_BIN
+
+    d = world
+    stop()
+    mark = f"kc-floor-{uuid.uuid4()}"
+    plan = small_plan(d, ["base", "concurrency-1"], mark)
+    out = d / "floor-interrupted"
+    p = subprocess.Popen([KC_BIN, "floor", str(plan), "--golden", str(d / "g.st"), "-o", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.time()
+    while len(marked_processes(mark)) < 3 and time.time() - t0 < 300:  # the API server, engine core, worker
+        time.sleep(0.5)
+    assert len(marked_processes(mark)) >= 3
+    p.send_signal(signal.SIGTERM)
+    p.communicate(timeout=120)
+    assert p.returncode == -signal.SIGTERM
+    assert not marked_processes(mark), "vLLM processes left behind"

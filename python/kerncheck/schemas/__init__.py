@@ -4,11 +4,11 @@ with name one of NAMES. Each report names its layout: "format" and "version" key
 import json
 from pathlib import Path
 
-NAMES = ("compare", "test", "sweep", "demo-summary", "pytest", "locate")
+NAMES = ("compare", "test", "sweep", "demo-summary", "pytest", "locate", "floor")
 
 
 def load(name):
-    """The schema of report `name` (compare, test, sweep, demo-summary, pytest, locate) as a dict."""
+    """The schema of report `name` (compare, test, sweep, demo-summary, pytest, locate, floor) as a dict."""
     if name not in NAMES:
         raise ValueError(f"schema: expected one of {', '.join(NAMES)}, got {name!r}")
     return json.loads((Path(__file__).parent / f"{name}.json").read_text(encoding="utf-8"))
