@@ -162,7 +162,8 @@ int bench_model(const std::string& path, std::size_t n_prefill, std::size_t n_de
       "\"decode_cpu_ms_per_token\": %.2f, \"decode_weights\": \"%s\", \"maxrss_mb\": %.1f}\n",
       kc::thread_count(), t_load, n_prefill, t_prefill, n_prefill / t_prefill,
       prefill_flops(model.config(), n_prefill) / t_prefill * 1e-9, n_decode, t_decode, n_decode / t_decode,
-      cpu_decode / n_decode * 1e3, model.quantized() ? "quantized" : "f32", maxrss_mb());
+      cpu_decode / n_decode * 1e3,
+      weights == "bf16" ? "bf16 panels" : model.quantized() ? "quantized" : "f32", maxrss_mb());
   return 0;
 }
 
