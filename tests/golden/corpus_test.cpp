@@ -138,7 +138,8 @@ TEST(Corpus, BadOptions) {
   CorpusOptions q;
   resolve_corpus_options(q);
   EXPECT_EQ(q.depths, (std::vector<std::int64_t>{256, 512}));
-  EXPECT_EQ(q.decode_last, 64);
+  EXPECT_EQ(q.decode_last, 128);
+  EXPECT_EQ(q.segments_per_depth, 12);
   CorpusOptions f;
   f.preset = "full";
   resolve_corpus_options(f);

@@ -492,7 +492,9 @@ TEST(DepthProfile, FineBuckets) {
     ASSERT_TRUE(b == prev || b == prev + 1) << d;  // no bucket skipped, the index grows with the depth
     ASSERT_LE(profile_bucket_lower(b), d);
     ASSERT_GT(profile_bucket_lower(b + 1), d);
-    if (d >= 32) ASSERT_LE(profile_bucket_lower(b + 1) - profile_bucket_lower(b), d / 16 + 1) << d;  // ≤ 6.25 %
+    if (d >= 32) {  // ≤ 6.25 %
+      ASSERT_LE(profile_bucket_lower(b + 1) - profile_bucket_lower(b), d / 16 + 1) << d;
+    }
     prev = b;
   }
   EXPECT_EQ(profile_bucket_lower(profile_bucket(std::numeric_limits<std::int32_t>::max()) + 1), std::int64_t{1} << 31);
@@ -567,9 +569,11 @@ TEST(DepthProfile, BucketsHoldMinSplitCenterPositions) {
     std::int64_t total = 0;
     for (std::size_t i = 0; i < B.size(); ++i) {
       EXPECT_GE(B[i].n, min) << i;
-      if (i + 1 < B.size()) EXPECT_EQ(B[i].hi, B[i + 1].lo);
-      // Not more than needed: without its last fine bucket a bucket would hold fewer than min (but the last).
-      if (i + 1 < B.size()) EXPECT_LT(B[i].n - model.kSeg * (B[i].hi - profile_bucket_lower(profile_bucket(B[i].hi - 1))), min) << i;
+      if (i + 1 < B.size()) {
+        EXPECT_EQ(B[i].hi, B[i + 1].lo);
+        // Not more than needed: without its last fine bucket a bucket would hold fewer than min (but the last).
+        EXPECT_LT(B[i].n - model.kSeg * (B[i].hi - profile_bucket_lower(profile_bucket(B[i].hi - 1))), min) << i;
+      }
       EXPECT_EQ(B[i].segments, model.kSeg);
       EXPECT_TRUE(std::isfinite(B[i].t));
       EXPECT_EQ(B[i].df, 3);

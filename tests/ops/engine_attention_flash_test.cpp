@@ -34,7 +34,11 @@ std::vector<float> run(const Case& a, const Inputs& in, AttentionKernel kern,
                        const TensorHook* hook = nullptr) {
   std::vector<float> out(a.T * a.nh * a.hd);
   attention_causal(in.q.data(), a.T, a.pos0, in.k.data(), in.v.data(), {a.nh, a.nkv, a.hd}, out.data(), hook,
-                   0, KernelOptions{kern});
+                   0, [&] {
+                     KernelOptions o;
+                     o.attention = kern;
+                     return o;
+                   }());
   return out;
 }
 
@@ -146,7 +150,9 @@ TEST(FlashAttention, FirstBlockHasRowMaxOne) {
     for (std::size_t r = 0; r < e.rows; ++r) {
       float mx = 0;
       for (std::size_t j = 0; j < e.cols; ++j) {
-        if (j > e.pos0 + r) EXPECT_EQ(e.data[r * e.cols + j], 0.0f);
+        if (j > e.pos0 + r) {
+          EXPECT_EQ(e.data[r * e.cols + j], 0.0f);
+        }
         mx = std::max(mx, e.data[r * e.cols + j]);
       }
       EXPECT_EQ(mx, 1.0f);

@@ -292,7 +292,9 @@ TEST(EngineAttention, HookSeesPBeforePVAndSumUsesOriginalP) {
       float mx = 0;
       for (std::size_t j = 0; j < e.cols; ++j) {
         float& p = e.data[r * e.cols + j];
-        if (j >= visible) EXPECT_EQ(p, 0.0f);
+        if (j >= visible) {
+          EXPECT_EQ(p, 0.0f);
+        }
         mx = std::max(mx, p);
         p *= 2;
       }

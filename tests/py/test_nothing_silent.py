@@ -176,9 +176,14 @@ def test_decode_last_zero_is_prefill_only(tmp_path):
     run("record", "--model", TINY, "--corpus", tmp_path / "c.kcc", "-o", tmp_path / "g.kcg", rc=0)
     _, g = load(tmp_path / "g.kcg")
     assert (g["phase"] == 0).all() and len(g["phase"]) == 64 * len(segs)
-    # Without the flag: the preset's 64 (refused here: a 64-deep segment needs one prefill position).
-    refused(run("corpus", "build", "--tokenizer", TINY, "--preset", "quick", "--depths", "64", "--prose", prose,
-                "-o", tmp_path / "d.kcc"), "--decode-last: expected at most depth − 1 = 63")
+    # Without the flag and with --depths: the preset's 128, capped at half the shallowest depth (32 here).
+    run("corpus", "build", "--tokenizer", TINY, "--preset", "quick", "--depths", "64", "--prose", prose,
+        "-o", tmp_path / "d.kcc", rc=0)
+    meta, _ = load(tmp_path / "d.kcc")
+    assert {s["decode_last"] for s in json.loads(meta["segments"])} == {32}
+    # An explicit value is used as given, or refused: never capped.
+    refused(run("corpus", "build", "--tokenizer", TINY, "--preset", "quick", "--depths", "64", "--decode-last", "64",
+                "--prose", prose, "-o", tmp_path / "d2.kcc"), "--decode-last: expected at most depth − 1 = 63")
     refused(run("corpus", "build", "--tokenizer", TINY, "--depths", "64", "--segments-per-depth", "0", "--prose",
                 prose, "-o", tmp_path / "e.kcc"), "--segments-per-depth: expected 1 … 4096, got 0")
 
