@@ -55,7 +55,7 @@ BENIGN = [
     ("flash+order=10", "benign", "bf16+attn=flash+order=10"),
     ("flash+order=11", "benign", "bf16+attn=flash+order=11"),
     ("default", "benign", "bf16"),
-    # beyond order=1..8: benign cases left outside an 8-run floor (issue: >= 8 not in the floor)
+    # beyond order=1..8: benign cases left outside an 8-run floor (>= 8: never in the floor)
     ("order=12", "benign", "bf16+order=12"),
     ("order=13", "benign", "bf16+order=13"),
     ("flash+order=14", "benign", "bf16+attn=flash+order=14"),
