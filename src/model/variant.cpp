@@ -305,7 +305,7 @@ void round_attention_p(std::string_view p, float* x, std::size_t n) {
   if (p == "fp8x448") s = 448.0f;
   if (p == "fp8x256") s = 256.0f;
   KC_ASSERT(s != 0, "round_attention_p: unknown P precision '{}'", p);
-  // e4m3(f32(p·s)) / s, as the seed; p ∈ [0, 1], so p·s ≤ 448 never overflows e4m3.
+  // e4m3(f32(p·s)) / s, as the founding study does; p ∈ [0, 1], so p·s ≤ 448 never overflows e4m3.
   for (std::size_t i = 0; i < n; ++i) x[i] *= s;
   quantize_inplace(DType::float8_e4m3fn, x, n);
   for (std::size_t i = 0; i < n; ++i) x[i] /= s;

@@ -6,7 +6,7 @@
 //   bf16                production-like base: weights rounded to bf16 once, activations rounded to bf16 at
 //                       every op boundary (every named tensor except attn.p, logits and recurrent state
 //                       "gdn.*state*", which production keeps in f32), f32 accumulation
-//   p=DTYPE             attention P rounded before P·V, row sum from the unrounded p (seed attention_row):
+//   p=DTYPE             attention P rounded before P·V, row sum from the unrounded p (the founding study's attention_row):
 //                       f32 | bf16 | f16 | fp8 (e4m3 direct) | fp8x448 | fp8x256 (f32(p·s) → e4m3 → /s)
 //   kv=DTYPE            KV cache stored as DTYPE (attn.k / attn.v rounded as they enter the cache):
 //                       f32 | bf16 | f16 | fp8 (e4m3fn, saturating) | any float dtype name of numeric/dtype.h

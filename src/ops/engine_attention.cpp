@@ -180,7 +180,7 @@ void exact_group_tile(const float* q, std::size_t pos0, const float* k, const fl
   }
 }
 
-// The same tile, flash attention 2 style (the seed's attention_row): keys in blocks of kFlashBlockKeys;
+// The same tile, flash attention 2 style (the founding study's attention_row): keys in blocks of kFlashBlockKeys;
 // per row a running max m, row sum l and output accumulator acc, all f32. For each block:
 //   m' = max(m, max_j s_j),  p_j = exp(s_j − m'),  l = l·exp(m − m') + Σ p_j,  acc = acc·exp(m − m') + p·V_b
 // and finally out = acc / l. The hook sees each block's p (after l took the unrounded p, before p·V_b).

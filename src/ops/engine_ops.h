@@ -148,7 +148,7 @@ struct AttentionShape {
 enum class AttentionKernel {
   exact,  // exact row max over all visible keys, one P·V GEMM per (head, 32-row) tile (the reference)
   flash,  // online softmax over blocks of kFlashBlockKeys keys (running max, rescaled partial sums and
-          // output accumulator, f32 row sum), as flash attention 2 and the seed's attention_row
+          // output accumulator, f32 row sum), as flash attention 2 and the founding study's attention_row
 };
 inline constexpr std::size_t kDeepKeys = 256;  // the depth bug's default start: a tile boundary
 // Injected regressions of the lab (`bug:NAME=STRENGTH`, docs/lab.md) that live inside the engine's kernels;
@@ -187,7 +187,7 @@ struct KernelOptions {
 // the query heads that share a KV head as one task (their rows stacked: K and V are packed once per group).
 // "attn.p" hook (from worker threads, concurrently): unnormalised p after the row sums took it and before
 // p·v, so rounding p in the hook models a kernel that rounds P before the P·V product while summing the
-// unrounded p (seed attention_row). Zero above the diagonal. pos0 of the event = query position of row 0.
+// unrounded p (the founding study's attention_row). Zero above the diagonal. pos0 of the event = query position of row 0.
 //   exact: one event per tile, [rows ≤ 32, pos0+rows] over all visible keys, p = exp(s − exact row max).
 //   flash: one event per tile and key block, [rows ≤ 32, ≤ kFlashBlockKeys] (keys j0 … j0+cols-1, j0 a
 //          multiple of kFlashBlockKeys, in order), p = exp(s − running max after this block) ∈ [0, 1].
