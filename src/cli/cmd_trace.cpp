@@ -29,7 +29,7 @@ int run(int argc, char** argv) {
       ->required();
   app.add_option("--reference", o.reference,
                  "what the variant is compared with, same syntax (e.g. bf16: the production-like base with P "
-                 "in f32, as the seed's attention figures)")
+                 "in f32, as the founding study's attention figures; docs/lab.md)")
       ->capture_default_str();
   app.add_option("--prompt", o.prompt_file, "prompt text file (UTF-8), tokenized with the model's tokenizer")
       ->required()
