@@ -222,11 +222,14 @@ def true_kl(server, served, segments, phase, ref, dump):
         for w, start in segments:
             depth = len(w) - 1
             post(server.url, {"model": served, "prompt": w, "max_tokens": 1, "prompt_logprobs": 1})
-            prompt = [x for x in new_dumps() if x.shape[0] == depth]
-            if len(prompt) != 1:
-                raise SystemExit(f"vllm_zoo: expected one dump of {depth} prompt rows, got shapes "
-                                 f"{[x.shape for x in prompt]}")
-            rows = prompt[0]
+            # The prompt's rows, in order: one dump, or one per chunk where chunked prefill splits the prompt
+            # (a chunk's rows score its tokens' successors); the one-row dumps are the sampled positions.
+            got = new_dumps()
+            prompt = [x for x in got if x.shape[0] > 1]
+            if sum(x.shape[0] for x in prompt) != depth:
+                raise SystemExit(f"vllm_zoo: expected dumps of {depth} prompt rows in all, got shapes "
+                                 f"{[x.shape for x in got]}")
+            rows = np.concatenate(prompt)
             for d in range(1, depth + 1):
                 if phase[start + d - 1] == 1:  # a decode position: a decode step, as record --server sends it
                     post(server.url, {"model": served, "prompt": w[:d], "max_tokens": 1})
