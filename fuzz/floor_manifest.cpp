@@ -2,24 +2,17 @@
 // as `kerncheck test --floor` reads it (kc::read_floor_manifest from a file; the runs' files are not opened
 // here), then written back as JSON. Any input must be read or refused with kc::Error, never crash, hang or
 // trip a sanitizer.
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 
 #include "core/error.h"
+#include "fuzz_file.h"
 #include "judge/floor_manifest.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const std::string path = "/tmp/kc-fuzz-floor-manifest-" + std::to_string(getpid()) + ".json";
-  if (std::FILE* f = std::fopen(path.c_str(), "wb")) {
-    std::fwrite(data, 1, size, f);
-    std::fclose(f);
-  } else {
-    return 0;
-  }
+  const std::string path = fuzz_input_file("floor-manifest", ".json", data, size);
+  if (path.empty()) return 0;
   try {
     kc::FloorManifest m = kc::read_floor_manifest(path);
     (void)kc::floor_manifest_json(m).dump();
