@@ -149,7 +149,7 @@ FloorManifest read_floor_manifest(const std::string& path) {
   ojson j;
   try {
     j = ojson::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     throw_input_error(path, "syntax", "valid JSON (a floor manifest from kerncheck floor)", e.what());
   }
   const Reader r{path};

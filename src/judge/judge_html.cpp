@@ -574,7 +574,7 @@ LocateLink read_locate_link(const std::string& json_path, const std::string& jud
   } catch (const json::exception& e) {
     throw_input_error(json_path, "JSON", "a `kerncheck locate --json` report", e.what());
   }
-  if (!j.is_object() || j.value("format", std::string()) != "kerncheck.locate")
+  if (!j.is_object() || !j.contains("format") || j["format"] != "kerncheck.locate")
     throw_input_error(json_path, "format", "\"kerncheck.locate\" (a `kerncheck locate --json` report)",
                       j.is_object() && j.contains("format") ? j["format"].dump() : "absent");
   auto need = [&](const char* key, bool ok, const char* what) {

@@ -281,7 +281,7 @@ json parse_json(const std::string& text, const std::string& where) {
   json doc;
   try {
     doc = json::parse(text, check);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     throw_input_error(where, "(response body)", "a complete JSON document",
                       fmt::format("{} ({} bytes)", e.what(), text.size()));
   }

@@ -91,7 +91,8 @@ HybridConfig parse_config(const json& root, const std::string& path, const HfChe
   c.rms_eps = static_cast<float>(r.number(j, "rms_norm_eps", 1e-6, where + "rms_norm_eps"));
   if (!(c.rms_eps > 0))
     throw_input_error(path, where + "rms_norm_eps", "a positive number", std::to_string(c.rms_eps));
-  c.tied_embeddings = r.boolean("tie_word_embeddings", root.value("tie_word_embeddings", false));
+  // text_config's own value, else the top level's (Qwen3.5 keeps it there), else false.
+  c.tied_embeddings = r.boolean("tie_word_embeddings", ConfigReader{root, path, ""}.boolean("tie_word_embeddings", false));
   if (j.contains("hidden_act") && j["hidden_act"] != "silu")
     throw_input_error(path, where + "hidden_act", "\"silu\"", j["hidden_act"].dump());
   if (r.boolean("attention_bias", false))

@@ -559,6 +559,10 @@ def test_manifest_not_json(spread_floor, tmp_path):
     (tmp_path / "m.json").write_text("{not json")
     r = kc("test", GOLDEN, cand, "--floor", tmp_path / "m.json", check=False)
     assert r.returncode == 3 and f"{tmp_path / 'm.json'}: syntax: expected valid JSON" in r.stderr
+    # A number beyond a double is a syntax error too (the parser raises another kind of error for it).
+    (tmp_path / "m.json").write_text('{"format": 1e999}')
+    r = kc("test", GOLDEN, cand, "--floor", tmp_path / "m.json", check=False)
+    assert r.returncode == 3 and f"{tmp_path / 'm.json'}: syntax: expected valid JSON" in r.stderr, r.stderr
 
 
 def test_manifest_that_does_not_match_is_refused(spread_floor, tmp_path):

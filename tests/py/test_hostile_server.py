@@ -258,6 +258,13 @@ def test_a_response_nested_without_end_is_refused(tmp_path):
     refused(r, f"{srv.url} segment 0 (prefill)", "JSON nested at most 64 levels")
 
 
+def test_a_number_beyond_a_double_is_refused(tmp_path):
+    body = lambda text: '{"x": 1e999, ' + text.lstrip()[1:]  # the parser cannot hold it: refused, not a crash
+    with ReplayServer(EX, fault=on("prefill", body)) as srv:
+        r = record(srv.url, tmp_path / "c.st", "--phase", "prefill", "--retries", "0")
+    refused(r, f"{srv.url} segment 0 (prefill)", "a complete JSON document")
+
+
 def test_the_position_is_named(tmp_path):
     with ReplayServer(EX, fault=on("prefill", prefill_row(mass_of_nine, d=5))) as srv:
         r = record(srv.url, tmp_path / "c.st", "--phase", "prefill", "--retries", "0")

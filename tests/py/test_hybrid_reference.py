@@ -223,6 +223,13 @@ def test_qwen3_5_moe_wrapper_and_per_expert_layouts_give_the_same_bits(tmp_path)
     assert np.array_equal(run(str(vl), ids, tmp_path, "--decode-from", "40", name="vl.npy"), base)
     assert np.array_equal(run(str(pe), ids, tmp_path, "--decode-from", "40", name="pe.npy"), base)
 
+    # tie_word_embeddings at the top level that is not true or false: refused, naming the field.
+    bad = json.loads((vl / "config.json").read_text())
+    bad["tie_word_embeddings"] = "no"
+    (vl / "config.json").write_text(json.dumps(bad))
+    p = run(str(vl), [1, 2, 3], tmp_path, check=False)
+    assert p.returncode == 3 and 'tie_word_embeddings: expected true or false, got "no"' in p.stderr, p.stderr
+
     w.pop("model.layers.2.mlp.experts.3.up_proj.weight")  # one expert short: refused, not skipped
     save_file(w, str(pe / "model.safetensors"))
     p = run(str(pe), [1, 2, 3], tmp_path, check=False)

@@ -250,5 +250,8 @@ def test_judge_page_links_the_locate_report(golden, tmp_path):
         assert f"{phase}: first site outside the floor: layer 2 gdn.state" in html, html
     r = kc("test", g, cand, "--html", page, "--locate", tmp_path / "r.json", check=False)
     assert r.returncode == 3 and str(tmp_path / "r.json") in r.stderr and "format" in r.stderr, r.stderr
+    (tmp_path / "num.json").write_text('{"format": 3}')  # a format that is not a string: refused, not a crash
+    r = kc("test", g, cand, "--html", page, "--locate", tmp_path / "num.json", check=False)
+    assert r.returncode == 3 and f"{tmp_path / 'num.json'}: format: expected" in r.stderr, r.stderr
     r = kc("test", g, cand, "--locate", tmp_path / "loc.json", check=False)
     assert r.returncode == 3 and "--locate: expected --html" in r.stderr, r.stderr
