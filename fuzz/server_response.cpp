@@ -1,6 +1,7 @@
 // libFuzzer target: record --server's reading of a segment's responses (vLLM /v1/completions and SGLang
 // /generate, prefill and decode steps: echo checks, row checks, JSON with repeated keys), on arbitrary
-// bytes. Byte 0 picks the API and phase; the rest, split at NUL bytes, is first the segment
+// bytes. Byte 0 picks the API and phase (bits 0–5) and SGLang's prefill window (bits 6–7: 0 for the whole
+// segment, else that many depths per response); the rest, split at NUL bytes, is first the segment
 // ("t_0,t_1,…,t_D;n_prefill;vocab", at most 64 tokens) and then the responses in the order the server sent
 // them. Any input must end in a kc::Error or a segment; a crash, hang, leak or sanitizer report is a
 // finding. KC_FUZZ_SHOW=1 prints why an input was refused (to check that seeds reach the end).
@@ -49,6 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static const char* const apis[] = {"vllm", "sglang"};
   static const char* const phases[] = {"prefill", "decode", "both"};
   const std::string api = apis[data[0] & 1], phase = phases[(data[0] >> 1) % 3];
+  const int window = data[0] >> 6;  // SGLang prefill depths per response: 0 (all at once), 1, 2, 3
   std::vector<std::string> parts(1);
   for (std::size_t i = 1; i < size; ++i) {
     if (data[i] == 0)
@@ -61,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!parse_segment(parts[0], tokens, n_prefill, vocab)) return 0;
   parts.erase(parts.begin());
   try {
-    kc::read_segment_responses(api, phase, tokens, n_prefill, vocab, parts);
+    kc::read_segment_responses(api, phase, tokens, n_prefill, vocab, parts, window);
     if (std::getenv("KC_FUZZ_SHOW")) std::fprintf(stderr, "accepted\n");
   } catch (const kc::Error& e) {
     if (std::getenv("KC_FUZZ_SHOW")) std::fprintf(stderr, "refused: %s\n", e.what());

@@ -215,9 +215,13 @@ int run(int argc, char** argv) {
                  "--server: seconds per request, the whole exchange (a server that trickles its answer is cut off)")
       ->capture_default_str();
   app.add_option("--max-response-mb", sv.max_response_mb,
-                 "--server: largest response read, MiB (a larger one is refused, exit 3; raise it for long SGLang "
-                 "segments)")
+                 "--server: largest response read, MiB (a larger one is refused, exit 3)")
       ->capture_default_str();
+  app.add_option("--prefill-window", sv.prefill_window,
+                 "--server --api sglang: prefill depths per request (default 64; 0: the whole segment in one "
+                 "request). SGLang lists every id asked for at every position, so a response for a window of W "
+                 "holds at most (k+1)·W ids at W positions however deep the segment; each window after the first "
+                 "is computed over the prefix SGLang's cache holds. Record a candidate and its floor with the same W");
   app.add_option("--retries", sv.retries,
                  "--server: retries per request after HTTP 5xx/429, network errors and timeouts (back-off "
                  "doubling from 1 s)")
@@ -232,7 +236,7 @@ int run(int argc, char** argv) {
     return record_with_server(a, cmdline);
   }
   for (const char* f : {"--api", "--served-model", "--phase", "--top-logprobs", "--concurrency", "--timeout",
-                        "--retries", "--repeat", "--max-response-mb"})
+                        "--retries", "--repeat", "--max-response-mb", "--prefill-window"})
     if (app.count(f)) kc::fail("{}: expected only with --server URL, got it without", f);
   if (!a.model.empty()) {
     if (!a.from_logits.empty()) kc::fail("--model: expected one source (--from-logits or --model), got both");

@@ -63,12 +63,13 @@ std::string server_key(const FloorPlan& p, const FloorConfiguration& c, const st
   argv.insert(argv.end(), c.args.begin(), c.args.end());
   std::map<std::string, std::string> env = p.env;
   for (auto& [k, v] : c.env) env[k] = v;
-  return ojson{{"golden", golden_checksum},     {"command", argv},
-               {"environment", env},            {"api", p.api},
-               {"url", p.url},                  {"served_model", p.served_model},
-               {"variant", p.variant},          {"concurrency", c.concurrency ? c.concurrency : p.concurrency},
-               {"top_logprobs", p.top_logprobs}, {"phase", p.phase}}
-      .dump();
+  ojson key{{"golden", golden_checksum},     {"command", argv},
+            {"environment", env},            {"api", p.api},
+            {"url", p.url},                  {"served_model", p.served_model},
+            {"variant", p.variant},          {"concurrency", c.concurrency ? c.concurrency : p.concurrency},
+            {"top_logprobs", p.top_logprobs}, {"phase", p.phase}};
+  if (p.api == "sglang") key["prefill_window"] = p.prefill_window;
+  return key.dump();
 }
 
 ojson configuration_json(const FloorPlan& p, const FloorConfiguration& c) {
@@ -144,6 +145,7 @@ RunTimes record_server_run(const FloorOptions& o, const FloorPlan& p, const Floo
   r.variant = p.variant;
   r.top_logprobs = p.top_logprobs;
   r.phase = p.phase;
+  r.prefill_window = p.prefill_window;
   r.concurrency = c.concurrency ? c.concurrency : p.concurrency;
   r.timeout_s = p.request_timeout_s;
   r.retries = p.retries;

@@ -178,7 +178,7 @@ void read_engine(PlanReader& r, const toml::table& e, FloorPlan& p) {
     r.only_keys(e, "engine",
                 {"kind", "api", "command", "environment", "host", "port", "url", "health", "startup_timeout",
                  "stop_timeout", "variant", "served_model", "concurrency", "top_logprobs", "phase",
-                 "request_timeout", "retries"});
+                 "request_timeout", "retries", "prefill_window"});
     p.api = r.string(e, "api", "engine", "vllm");
     if (p.api != "vllm" && p.api != "sglang") r.bad("engine.api", "vllm or sglang", "\"" + p.api + "\"");
     p.command = r.strings(e, "command", "engine");
@@ -199,6 +199,9 @@ void read_engine(PlanReader& r, const toml::table& e, FloorPlan& p) {
     p.phase = r.string(e, "phase", "engine", "both");
     if (p.phase != "prefill" && p.phase != "decode" && p.phase != "both")
       r.bad("engine.phase", "prefill, decode or both", "\"" + p.phase + "\"");
+    if (e.contains("prefill_window") && p.api != "sglang")
+      r.bad("engine.prefill_window", "only with api = \"sglang\"", "a window for \"" + p.api + "\"");
+    p.prefill_window = r.integer(e, "prefill_window", "engine", -1, 0, 1 << 20);
   } else if (p.kind == "kerncheck") {
     r.only_keys(e, "engine", {"kind", "model", "tokenizer", "prefill_block"});
     p.model = r.string(e, "model", "engine", "", true);

@@ -34,6 +34,7 @@ struct FloorPlan {
   double startup_timeout_s = 600, stop_timeout_s = 30, request_timeout_s = 300;
   int concurrency = 4, top_logprobs = 20, retries = 3;
   std::string phase = "both";
+  int prefill_window = -1;  // SGLang: prefill depths per request (record --prefill-window; -1 its default)
   // kerncheck
   std::string model, tokenizer;
   int prefill_block = 0;

@@ -192,21 +192,38 @@ std::vector<std::int32_t> sglang_named_ids(const SegmentPlan& p, std::int64_t d0
   return ids;
 }
 
-// Prefill: the whole window with logprob_start_len 0 (no prefix-cache reuse for the prompt, every prompt
-// position's row in meta_info.input_*); max_new_tokens 1, the smallest generation.
-std::string sglang_prefill_body(const RecordServerOptions& o, const SegmentPlan& p) {
-  json j{{"input_ids", p.tokens},
+// The prefill requests of a segment, each scoring depths [a, b]. vLLM: one, the whole segment (its prompt
+// log-probs list each position's own top-K', so a response is linear in depth). SGLang: the depths read
+// from prefill rows (all for --phase prefill, the golden's prefill positions for both), W at a time: SGLang
+// returns every id of token_ids_logprob at every scored position, so one request for depth D would list
+// up to (k+1)·D ids at D positions; a window of W lists at most (k+1)·W at W.
+struct PrefillWindow {
+  std::int64_t a = 1, b = 0;
+};
+std::vector<PrefillWindow> prefill_windows(const RecordServerOptions& o, const SegmentPlan& p) {
+  if (!wants_prefill(o.phase, p)) return {};
+  if (o.api != "sglang") return {{1, p.depth()}};
+  const std::int64_t last = o.phase == "prefill" ? p.depth() : p.n_prefill;
+  const std::int64_t w = sglang_prefill_window(o) > 0 ? sglang_prefill_window(o) : last;
+  std::vector<PrefillWindow> out;
+  for (std::int64_t a = 1; a <= last; a += w) out.push_back({a, std::min(last, a + w - 1)});
+  return out;
+}
+
+// Prefill of depths [a, b]: the prompt t_0 … t_b with logprob_start_len a − 1, so meta_info.input_* hold
+// the rows of depths a … b after SGLang's null pad at entry 0 (token a − 1). SGLang's radix cache may
+// serve at most the first a − 1 tokens (Req: max_prefix_len ≤ logprob_start_len), so each window after
+// the first computes its own tokens over the cached prefix as one extend. max_new_tokens 1, the smallest
+// generation.
+std::string sglang_prefill_body(const RecordServerOptions& o, const SegmentPlan& p, PrefillWindow w) {
+  json j{{"input_ids", std::vector<std::int32_t>(p.tokens.begin(), p.tokens.begin() + w.b + 1)},
          {"sampling_params", {{"max_new_tokens", 1}, {"temperature", 0}}},
          {"return_logprob", true},
-         {"logprob_start_len", 0},
+         {"logprob_start_len", w.a - 1},
          {"top_logprobs_num", o.top_logprobs},
          {"return_text_in_logprobs", false},
          {"return_prompt_token_ids", true}};
-  // Named ids only where the candidate reads the prefill rows (the golden's prefill positions for both).
-  if (!p.ref_ids.empty()) {
-    const std::int64_t last = o.phase == "prefill" ? p.depth() : p.n_prefill;
-    if (last >= 1) j["token_ids_logprob"] = sglang_named_ids(p, 1, last);
-  }
+  if (!p.ref_ids.empty()) j["token_ids_logprob"] = sglang_named_ids(p, w.a, w.b);
   return j.dump();
 }
 
@@ -406,28 +423,31 @@ std::int64_t sglang_count(const json& meta, const char* key, const std::string& 
   return v.get<std::int64_t>();
 }
 
-// The prefill response: every prompt position's row (parse_sglang_logprobs, the importer's reader), with
-// the echoed prompt (input_token_logprobs' ids, prompt_tokens, prompt_token_ids) checked against p.tokens.
-EngineSequence read_sglang_prefill(const std::string& text, const SegmentPlan& p, const std::string& where) {
+// A prefill response for depths [a, b]: the rows of prompt tokens a − 1 … b (parse_sglang_logprobs, the
+// importer's reader), with the echoed prompt (input_token_logprobs' ids, prompt_tokens, prompt_token_ids)
+// checked against t_0 … t_b.
+EngineSequence read_sglang_prefill(const std::string& text, const SegmentPlan& p, PrefillWindow w,
+                                   const std::string& where) {
   json doc = parse_json(text, where);
   const json& meta = sglang_meta(doc, where);
   const std::int64_t prompt_tokens = sglang_count(meta, "prompt_tokens", where);
-  if (prompt_tokens != static_cast<std::int64_t>(p.tokens.size()))
-    throw_input_error(where, "meta_info.prompt_tokens", fmt::format("{} (the tokens sent)", p.tokens.size()),
+  if (prompt_tokens != w.b + 1)
+    throw_input_error(where, "meta_info.prompt_tokens", fmt::format("{} (the tokens sent)", w.b + 1),
                       std::to_string(prompt_tokens));
-  check_sglang_prompt_ids(doc, p.tokens, where);
+  check_sglang_prompt_ids(doc, std::span<const std::int32_t>(p.tokens).first(w.b + 1), where);
   EngineDump d = parse_sglang_logprobs(bytes_of(text), where, SglangSide::input);
   if (d.sequences.size() != 1)
     throw_input_error(where, "(response body)", "one /generate response", std::to_string(d.sequences.size()));
   EngineSequence seq = std::move(d.sequences[0]);
-  if (seq.first_token != 0 || seq.size() != p.tokens.size())
+  const std::int64_t n = w.b - w.a + 2;
+  if (seq.first_token != w.a - 1 || static_cast<std::int64_t>(seq.size()) != n)
     throw_input_error(where, "meta_info.input_token_logprobs",
-                      fmt::format("{} entries from prompt token 0 (logprob_start_len 0)", p.tokens.size()),
+                      fmt::format("{} entries from prompt token {} (logprob_start_len {})", n, w.a - 1, w.a - 1),
                       fmt::format("{} entries from prompt token {}", seq.size(), seq.first_token));
-  for (std::size_t i = 0; i < seq.size(); ++i)
-    if (seq.tokens[i] != p.tokens[i])
+  for (std::int64_t i = 0; i < n; ++i)
+    if (seq.tokens[i] != p.tokens[w.a - 1 + i])
       throw_input_error(where, fmt::format("meta_info.input_token_logprobs[{}][1]", i),
-                        fmt::format("the sent token {}{}", p.tokens[i],
+                        fmt::format("the sent token {}{}", p.tokens[w.a - 1 + i],
                                     seq.tokens[i] == 0 ? " (SGLang echoes the id vocab−1 as 0: such a corpus is not "
                                                          "supported)"
                                                        : ""),
@@ -507,7 +527,7 @@ const json& one_choice(const json& doc, const std::string& where) {
 EngineSequence segment_rows(const RecordServerOptions& o, const SegmentPlan& p, const std::vector<std::string>& lines,
                             const std::string& where, CacheStats* cache);
 
-// A segment's responses (prefill first when asked for, then one per decode depth, ascending) → its
+// A segment's responses (its prefill windows' first when asked for, then one per decode depth, ascending) → its
 // EngineSequence over t_0 … t_D, checked against what was sent and row by row (check_row). Any malformed
 // response is a kc::Error naming it, never another exception (a checkpoint is read through here too).
 EngineSequence segment_sequence(const RecordServerOptions& o, const SegmentPlan& p,
@@ -522,24 +542,27 @@ EngineSequence segment_sequence(const RecordServerOptions& o, const SegmentPlan&
 
 EngineSequence segment_rows(const RecordServerOptions& o, const SegmentPlan& p, const std::vector<std::string>& lines,
                             const std::string& where, CacheStats* cache) {
-  std::size_t want = wants_prefill(o.phase, p) ? 1 : 0;
+  const std::vector<PrefillWindow> windows = prefill_windows(o, p);
+  std::size_t want = windows.size();
   for (std::int64_t d = 1; d <= p.depth(); ++d) want += is_decode(o.phase, p, d);
   if (lines.size() != want)
     throw_input_error(where, "responses", fmt::format("{} responses", want), std::to_string(lines.size()));
-  std::optional<EngineSequence> pre;
+  std::vector<EngineSequence> pre;  // one per window; depth d's row is row d − first_token of its window's
   std::size_t at = 0;
-  if (wants_prefill(o.phase, p) && o.api == "sglang") {
-    pre = read_sglang_prefill(lines[at++], p, where + " (prefill)");
-  } else if (wants_prefill(o.phase, p)) {
+  for (const PrefillWindow& w : windows) {
     const std::string& text = lines[at++];
-    json doc = parse_json(text, where + " (prefill)");
-    check_echo(one_choice(doc, where + " (prefill)"), p.tokens, where + " (prefill)");
+    const std::string wp = windows.size() > 1 ? fmt::format("{} (prefill depths {}…{})", where, w.a, w.b)
+                                              : where + " (prefill)";
+    if (o.api == "sglang") {
+      pre.push_back(read_sglang_prefill(text, p, w, wp));
+      continue;
+    }
+    json doc = parse_json(text, wp);
+    check_echo(one_choice(doc, wp), p.tokens, wp);
     EngineDump d = parse_vllm_logprobs(
-        std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()),
-        where + " (prefill)");
-    if (d.sequences.size() != 1)
-      throw_input_error(where + " (prefill)", "choices", "one choice", std::to_string(d.sequences.size()));
-    pre = std::move(d.sequences[0]);
+        std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()), wp);
+    if (d.sequences.size() != 1) throw_input_error(wp, "choices", "one choice", std::to_string(d.sequences.size()));
+    pre.push_back(std::move(d.sequences[0]));
   }
   EngineSequence seq;
   seq.where = where;
@@ -560,11 +583,14 @@ EngineSequence segment_rows(const RecordServerOptions& o, const SegmentPlan& p, 
       check_row(r.entries, p, d, w);
       seq.push_row(p.tokens[d], true, r.entries, r.bound);
     } else {
+      std::size_t wi = 0;
+      while (wi + 1 < windows.size() && d > windows[wi].b) ++wi;
+      const EngineSequence& q = pre.at(wi);
+      const auto r = static_cast<std::size_t>(d - q.first_token);
       entries.clear();
-      for (auto j = pre->row_begin[d]; j < pre->row_begin[d + 1]; ++j)
-        entries.push_back({pre->ids[j], pre->log_probs[j]});
+      for (auto j = q.row_begin[r]; j < q.row_begin[r + 1]; ++j) entries.push_back({q.ids[j], q.log_probs[j]});
       check_row(entries, p, d, where + " (prefill)");
-      seq.push_row(p.tokens[d], pre->has_row[d], entries, pre->bound[d]);
+      seq.push_row(p.tokens[d], q.has_row[r], entries, q.bound[r]);
     }
   }
   return seq;
@@ -673,9 +699,11 @@ std::vector<std::string> checkpoint_responses(const SafetensorsFile& f) {
 }
 
 void read_segment_responses(const std::string& api, const std::string& phase, std::span<const std::int32_t> tokens,
-                            std::int64_t n_prefill, std::int64_t vocab, const std::vector<std::string>& responses) {
+                            std::int64_t n_prefill, std::int64_t vocab, const std::vector<std::string>& responses,
+                            int prefill_window) {
   RecordServerOptions o;
   o.api = api, o.phase = phase, o.url = "fuzz";
+  if (api == "sglang") o.prefill_window = prefill_window;
   SegmentPlan p{0, {tokens.begin(), tokens.end()}, n_prefill, {}, 0, 0, vocab};
   if (p.depth() < 1 || n_prefill < 0 || n_prefill > p.depth()) return;
   CacheStats cache;
@@ -718,6 +746,14 @@ void record_once(const RecordServerOptions& o, int rep, int n_rep) {
   if (o.concurrency < 1) throw_input_error("--concurrency", "N", "≥ 1", std::to_string(o.concurrency));
   if (o.timeout_s <= 0) throw_input_error("--timeout", "seconds", "> 0", fmt::format("{}", o.timeout_s));
   if (o.retries < 0) throw_input_error("--retries", "N", "≥ 0", std::to_string(o.retries));
+  if (o.prefill_window != -1 && o.api != "sglang")
+    throw_input_error("--prefill-window", "W",
+                      "only with --api sglang (vLLM's prompt log-probs list each position's own top-K': one "
+                      "request per segment)",
+                      std::to_string(o.prefill_window));
+  if (o.prefill_window < -1 || o.prefill_window > (1 << 20))
+    throw_input_error("--prefill-window", "W", "0 (the whole segment at once) … 1048576",
+                      std::to_string(o.prefill_window));
   if (o.max_response_mb < 1 || o.max_response_mb > (1 << 20))
     throw_input_error("--max-response-mb", "MiB", "1 … 1048576", std::to_string(o.max_response_mb));
   const bool golden_mode = o.golden.empty();
@@ -779,6 +815,7 @@ void record_once(const RecordServerOptions& o, int rep, int n_rep) {
                                {"data", data_id},
                                {"top_logprobs", o.top_logprobs},
                                {"phase", o.phase},
+                               {"prefill_window", sglang_prefill_window(o)},
                                {"k", golden_mode ? o.k : golden->meta.k},
                                {"variant", o.variant},
                                {"model_id", o.model_id}}
@@ -852,8 +889,8 @@ void record_once(const RecordServerOptions& o, int rep, int n_rep) {
         }
         std::vector<std::string> lines;
         const bool sglang = o.api == "sglang";
-        if (wants_prefill(o.phase, p)) {
-          std::string body = sglang ? sglang_prefill_body(o, p) : prefill_body(o, model, p);
+        for (const PrefillWindow& w : prefill_windows(o, p)) {
+          std::string body = sglang ? sglang_prefill_body(o, p, w) : prefill_body(o, model, p);
           lines.push_back(request(http, url, &body, o, &stop));
         }
         for (std::int64_t d = 1; d <= p.depth(); ++d)

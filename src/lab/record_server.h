@@ -56,10 +56,18 @@ struct RecordServerOptions {
   int retries = 3;                 // per request, after the first try (HTTP 5xx, 429, network, timeout)
   double backoff_s = 1;            // first retry delay, doubled each retry
   int repeat = 1;                  // candidate mode: record N times (the engine's own noise runs)
-  int max_response_mb = 256;       // per response (SGLang prefill responses list k·D ids at D positions)
+  int max_response_mb = 256;       // per response
+  int prefill_window = -1;         // SGLang: prefill depths per request (-1: kSglangPrefillWindow; 0: all)
   std::map<std::string, std::string> extra;  // candidate mode: more metadata for the file (kerncheck floor:
                                              // its configuration, the engine's version, the hardware)
 };
+
+// SGLang's default prefill window: a response lists at most (k+1)·64 ids at each of 64 positions (~3 MB at
+// k = 20) however deep the segment.
+inline constexpr int kSglangPrefillWindow = 64;
+inline int sglang_prefill_window(const RecordServerOptions& o) {
+  return o.api != "sglang" ? 0 : o.prefill_window < 0 ? kSglangPrefillWindow : o.prefill_window;
+}
 
 // With repeat N > 1, run r (1 … N) goes to repetition_path(out, r, N) and carries metadata
 // repetition = r, repetitions = N; each run is a full recording with its own OUT.partial checkpoints.
@@ -72,8 +80,10 @@ std::string repetition_path(const std::string& out, int r, int n);
 std::vector<std::string> checkpoint_responses(const SafetensorsFile& f);
 // The reader of one segment's responses on its own (fuzzing): tokens t_0 … t_D, depths 1 … n_prefill
 // prefill, `responses` as the server sent them (prefill first when the phase asks for it, then one per
-// decode depth); throws kc::Error for any response record --server refuses.
+// decode depth; SGLang: one prefill response per window of prefill_window depths, 0 the whole segment);
+// throws kc::Error for any response record --server refuses.
 void read_segment_responses(const std::string& api, const std::string& phase, std::span<const std::int32_t> tokens,
-                            std::int64_t n_prefill, std::int64_t vocab, const std::vector<std::string>& responses);
+                            std::int64_t n_prefill, std::int64_t vocab, const std::vector<std::string>& responses,
+                            int prefill_window = 0);
 
 }  // namespace kc

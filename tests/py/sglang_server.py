@@ -48,12 +48,12 @@ _MEMO_LOCK = threading.Lock()
 
 
 class SglangServer(LocalServer):
-    """`fault(kind, n)` (kind: "prefill" when logprob_start_len is 0, else "decode"; n: requests so far,
+    """`fault(kind, n)` (kind: "prefill" when logprob_start_len is ≥ 0, else "decode"; n: requests so far,
     1-based) may return None, ("status", code) or ("body", fn(text) -> text)."""
 
     def __init__(self, tool, model, fault=None, model_path="SmolLM2-135M-Instruct", port=0):
         self.tool, self.model, self.fault, self.model_path = str(tool), str(model), fault, model_path
-        self.rows = {}        # tuple(input_ids) -> f32 logits [len, V] of that request's computation
+        self.rows = {}        # (tuple(input_ids), prompt log-probs asked) -> f32 logits [len, V] it computed
         self.held = set()     # the radix cache: token sequences whose KV an earlier request left
         self.requests = []    # (kind, input_ids, request body, response text)
         self.count = 0
@@ -81,7 +81,8 @@ class SglangServer(LocalServer):
                 if self.path != "/generate":
                     return self._send(404, json.dumps({"detail": "Not Found"}))
                 req = json.loads(body)
-                kind = "prefill" if req.get("logprob_start_len") == 0 else "decode"
+                # Prompt log-probs asked for (logprob_start_len ≥ 0): a prefill request, one window of it.
+                kind = "prefill" if req.get("logprob_start_len", -1) not in (-1, None) else "decode"
                 with server.lock:
                     server.count += 1
                     n = server.count
@@ -160,7 +161,7 @@ class SglangServer(LocalServer):
         lp = log_softmax(x).astype(np.float32)  # [m, V]: row j predicts token j + 1
         gen = int(np.argmax(lp[m - 1]))
         with self.lock:
-            self.rows[tuple(ids)] = x
+            self.rows[(tuple(ids), req.get("logprob_start_len", -1) not in (-1, None))] = x
             self.held.add(tuple(ids + [gen]))  # prompt and generated token stay in the cache
 
         def triple(row, t):

@@ -8,8 +8,9 @@ computes as one decode step over its cached prefix), with full coverage (the gol
 name in token_ids_logprob); the f32 candidate PASSes the f32 golden; golden mode's rows are the top-k of
 the server's rows; the decode steps' cached-token counts are reported; HTTP errors, truncated JSON, a
 wrong echo and missing meta_info fields give exit 3, name the field and write nothing; HTTP 500 is
-retried; an interrupted run resumes from OUT.partial without asking again; --repeat N writes OUT.1 … OUT.N with their repetition in the metadata (SGLang and vLLM), and a rerun
-after a failure keeps the repetitions already written.
+retried; an interrupted run resumes from OUT.partial without asking again; --repeat N writes OUT.1 … OUT.N
+with their repetition in the metadata (SGLang and vLLM), and a rerun after a failure keeps the repetitions
+already written; --prefill-window W asks for a segment's prefill rows W depths per request.
 """
 import json
 import os
@@ -49,9 +50,10 @@ def windows():
             for line in kc("corpus", "prompts", GOLDEN, "--jsonl").stdout.splitlines()]
 
 
-def row_of(srv, prompt, d):
-    """f32 log-probs at depth d as the server computed them for the request whose prompt was `prompt`."""
-    return log_softmax(srv.rows[tuple(prompt)][d - 1]).astype(np.float32)
+def row_of(srv, prompt, d, prefill):
+    """f32 log-probs at depth d as the server computed them for the prefill (or decode) request whose prompt
+    was `prompt` (a window's prompt can be a decode step's too: t_0 … t_b for both)."""
+    return log_softmax(srv.rows[(tuple(prompt), prefill)][d - 1]).astype(np.float32)
 
 
 def metadata(path):
@@ -59,20 +61,44 @@ def metadata(path):
         return f.metadata()
 
 
-@pytest.mark.parametrize("phase", ["prefill", "both"])
-def test_candidate_is_log_softmax_of_the_servers_logits(tmp_path, phase):
+def prefill_windows(g, ws, phase, w):
+    """Per segment, the [a, b] depth windows record --server asks SGLang for (w None: the default 64)."""
+    w = w or 64
+    out = []
+    for s, seg in enumerate(ws):
+        last = len(seg) - 1 if phase == "prefill" else int(((g["segment"] == s) & (g["phase"] == 0)).sum())
+        out.append([(a, min(last, a + w - 1)) for a in range(1, last + 1, w)])
+    return out
+
+
+@pytest.mark.parametrize("phase,window", [("prefill", None), ("both", None), ("prefill", 5), ("both", 7)])
+def test_candidate_is_log_softmax_of_the_servers_logits(tmp_path, phase, window):
+    """With --prefill-window W each segment's prefill is asked W depths at a time: the prompt up to the
+    window's last depth b, logprob_start_len a − 1; the server's cache serves the first a − 1 tokens of every
+    window after the first, and no request names more than (k+1)·W ids."""
     with server() as srv:
-        r = record(srv.url, tmp_path / "c.st", "--phase", phase)
+        r = record(srv.url, tmp_path / "c.st", "--phase", phase,
+                   *(["--prefill-window", str(window)] if window else []))
         asked = list(srv.requests)
     assert r.returncode == 0, r.stderr
     assert not (tmp_path / "c.st.partial").exists()
     assert "covered 100.00%" in r.stdout and "fully covered positions 100.00%" in r.stdout
     g, c = load_file(str(GOLDEN)), load_file(str(tmp_path / "c.st"))
     ws = windows()
-    n_prefill = sum(kind == "prefill" for kind, *_ in asked)
+    wins = prefill_windows(g, ws, phase, window)
+    if window:
+        assert max(len(x) for x in wins) > 1  # the windows are exercised
+    pre = [(kind, ids, req, t) for kind, ids, req, t in asked if kind == "prefill"]
+    assert [(len(ids) - 1, req["logprob_start_len"] + 1) for _, ids, req, _ in pre] == \
+        [(b, a) for x in wins for a, b in x]
+    k = int(g["top_ids"].shape[1])
+    for _, ids, req, t in pre:
+        a, b = req["logprob_start_len"] + 1, len(ids) - 1
+        assert len(req["token_ids_logprob"]) <= (k + 1) * (b - a + 1)
+        assert json.loads(t)["meta_info"]["cached_tokens"] == a - 1  # the earlier windows' tokens, from the cache
     n_decode = sum(kind == "decode" for kind, *_ in asked)
     want_decode = 0 if phase == "prefill" else int((g["phase"] == 1).sum())
-    assert (n_prefill, n_decode) == (len(ws), want_decode)
+    assert n_decode == want_decode
     # Each request asked for the golden's ids by name (SGLang's token_ids_logprob).
     for kind, ids, req, _ in asked:
         assert req["top_logprobs_num"] == 8 and req["return_logprob"] is True
@@ -81,8 +107,8 @@ def test_candidate_is_log_softmax_of_the_servers_logits(tmp_path, phase):
     for n in range(len(g["token"])):
         s, d = int(g["segment"][n]), int(g["depth"][n])
         decoded = phase == "both" and g["phase"][n] == 1
-        prompt = ws[s][:d] if decoded else ws[s]
-        lp = row_of(srv, prompt, d)
+        prompt = ws[s][:d] if decoded else ws[s][:next(b for a, b in wins[s] if a <= d <= b) + 1]
+        lp = row_of(srv, prompt, d, not decoded)
         np.testing.assert_array_equal(c["logprobs_at_ref"][n], lp[g["top_ids"][n]], err_msg=f"position {n}")
         assert c["token_logprob"][n] == lp[g["token"][n]]
         assert "covered" not in c or c["covered"][n].all()  # no "covered" tensor: every id covered
@@ -113,9 +139,10 @@ def test_golden_mode_rows_are_the_servers_top_k(tmp_path):
     marks = load_file(str(GOLDEN))["phase"]
     np.testing.assert_array_equal(g["phase"], marks)
     n = 0
-    for w in windows():
+    for s, w in enumerate(windows()):
+        last = int(((g["segment"] == s) & (marks == 0)).sum())  # the prefill request's last depth (one window)
         for d in range(1, len(w)):
-            lp = row_of(srv, w[:d] if marks[n] == 1 else w, d)
+            lp = row_of(srv, w[:d], d, False) if marks[n] == 1 else row_of(srv, w[:last + 1], d, True)
             top = np.argsort(-lp, kind="stable")[:8]  # log-prob descending, ties by lower id
             assert g["top_ids"][n].tolist() == top.tolist(), n
             np.testing.assert_array_equal(g["top_logprobs"][n], lp[top])
@@ -255,3 +282,22 @@ def test_repeat_with_the_vllm_fixtures(tmp_path):
         f = tmp_path / f"v.{i}.safetensors"
         assert metadata(f)["repetition"] == str(i) and metadata(f)["repetitions"] == "3"
         same_tensors(f, tmp_path / "one.safetensors")
+
+
+def test_prefill_windows_are_checked_and_only_for_sglang(tmp_path):
+    """A server that ignores logprob_start_len (its rows start elsewhere than the window asked for) is
+    refused, naming the window; --prefill-window is an SGLang option (vLLM's rows come one request per
+    segment) and must be ≥ 0."""
+    def from_zero(doc):  # rows from prompt token 0, as if logprob_start_len were 0
+        for key in ("input_token_logprobs", "input_top_logprobs", "input_token_ids_logprobs"):
+            doc["meta_info"][key] = doc["meta_info"][key][:1] * 3 + doc["meta_info"][key][1:]
+    with server(fault=lambda k, n: ("body", edit(from_zero)) if k == "prefill" and n == 2 else None) as srv:
+        r = record(srv.url, tmp_path / "c.st", "--phase", "prefill", "--prefill-window", "5", "--retries", "0")
+    assert r.returncode == 3 and "(prefill depths 6…10)" in r.stderr, r.stderr
+    assert "meta_info.input_token_logprobs: expected 6 entries from prompt token 5 (logprob_start_len 5)" in r.stderr
+    assert not (tmp_path / "c.st").exists()
+    for api, w, message in (("vllm", "5", "--prefill-window: W: expected only with --api sglang"),
+                            ("sglang", "-2", "--prefill-window: W: expected 0 (the whole segment at once)")):
+        r = kc("record", "--server", "http://127.0.0.1:9", "--api", api, "--golden", GOLDEN, "--prefill-window", w,
+               "-o", tmp_path / "x.st", check=False)
+        assert r.returncode == 3 and message in r.stderr, r.stderr
