@@ -49,7 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size < 1) return 0;
   static const char* const apis[] = {"vllm", "sglang"};
   static const char* const phases[] = {"prefill", "decode", "both"};
-  const std::string api = apis[data[0] & 1], phase = phases[(data[0] >> 1) % 3];
+  const std::string api = apis[data[0] & 1], phase = phases[((data[0] >> 1) & 31) % 3];
   const int window = data[0] >> 6;  // SGLang prefill depths per response: 0 (all at once), 1, 2, 3
   std::vector<std::string> parts(1);
   for (std::size_t i = 1; i < size; ++i) {
