@@ -124,7 +124,7 @@ EngineDump parse_sglang_logprobs(std::span<const std::uint8_t> bytes, const std:
       if (it == mi->end() || it->is_null()) {
         if (required)
           throw_input_error(path, p,
-                            input ? "a list (request with \"return_logprob\": true, \"logprob_start_len\": 0)"
+                            input ? "a list (request with \"return_logprob\": true, \"logprob_start_len\" ≥ 0)"
                                   : "a list (request with \"return_logprob\": true, \"max_new_tokens\" ≥ 1)",
                             it == mi->end() ? "none" : "null");
         return nullptr;
