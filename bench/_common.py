@@ -31,3 +31,43 @@ def need(*modules):
             missing(f"Python package {m.split('.')[0]} is missing ({e}); scripts/test.sh installs every bench "
                     f"dependency from requirements.lock into .venv (run the bench with .venv/bin/python)")
     return out[0] if len(out) == 1 else out
+
+
+def run(*args, env=None):
+    """Runs a command; its stdout, or exit naming the command and the tail of its stderr."""
+    import subprocess
+
+    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        missing(f"{' '.join(map(str, args[:3]))} …: exit {p.returncode}\n{p.stderr[-2000:]}")
+    return p.stdout
+
+
+def measured(*args):
+    """Runs a command; (exit code, stdout and stderr, peak RSS MiB, CPU s, wall s) of that process alone. The
+    peak is its VmHWM, read every 20 ms: ru_maxrss would count this Python process, whose memory the child
+    shares until it execs."""
+    import subprocess
+    import threading
+    import time
+
+    t = time.perf_counter()
+    p = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    peak = [0]
+
+    def watch():
+        while p.returncode is None:
+            try:
+                with open(f"/proc/{p.pid}/status") as f:
+                    peak[0] = max([peak[0]] + [int(x.split()[1]) for x in f if x.startswith("VmHWM:")])
+            except OSError:
+                return
+            time.sleep(0.02)
+
+    th = threading.Thread(target=watch, daemon=True)
+    th.start()
+    out = p.stdout.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    th.join()
+    return p.returncode, out, peak[0] / 1024, ru.ru_utime + ru.ru_stime, time.perf_counter() - t

@@ -21,18 +21,10 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import tempfile
 import time
 
-from _common import DEFAULT_CLI, ROOT, executable, missing
-
-
-def run(*args, env=None):
-    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        missing(f"{' '.join(map(str, args[:3]))} …: exit {p.returncode}\n{p.stderr[-2000:]}")
-    return p.stdout
+from _common import DEFAULT_CLI, ROOT, executable, missing, run
 
 
 def bench_json(exe, *args):

@@ -18,50 +18,12 @@ Usage: bench/sglang_windows.py [--kerncheck build/src/kerncheck] [--logits-tool 
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 
-from _common import DEFAULT_CLI, ROOT, executable, missing, need
+from _common import DEFAULT_CLI, ROOT, executable, measured, missing, need, run
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "py"))
-
-
-def run(*args):
-    p = subprocess.run([str(a) for a in args], capture_output=True, text=True)
-    if p.returncode != 0:
-        missing(f"{' '.join(map(str, args[:3]))} …: exit {p.returncode}\n{p.stderr[-2000:]}")
-    return p.stdout
-
-
-def measured(*args):
-    """Runs a command; (exit code, output, peak RSS MiB, CPU s, wall s) of that process alone. The peak is
-    its VmHWM, read every 20 ms: ru_maxrss would count this Python process, whose memory the child shares
-    until it execs."""
-    t = time.perf_counter()
-    p = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    peak = [0]
-
-    def watch():
-        while p.returncode is None:
-            try:
-                with open(f"/proc/{p.pid}/status") as f:
-                    for line in f:
-                        if line.startswith("VmHWM:"):
-                            peak[0] = max(peak[0], int(line.split()[1]))
-            except OSError:
-                return
-            time.sleep(0.02)
-
-    th = threading.Thread(target=watch, daemon=True)
-    th.start()
-    out = p.stdout.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    th.join()
-    return p.returncode, out, peak[0] / 1024, ru.ru_utime + ru.ru_stime, time.perf_counter() - t
 
 
 def main():

@@ -18,46 +18,11 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import tempfile
-import threading
 import time
 import urllib.request
 
-from _common import DEFAULT_CLI, executable, missing
-
-
-def run(*args):
-    p = subprocess.run([str(a) for a in args], capture_output=True, text=True)
-    if p.returncode != 0:
-        missing(f"{' '.join(map(str, args[:3]))} …: exit {p.returncode}\n{p.stderr[-2000:]}")
-    return p.stdout
-
-
-def measured(*args):
-    """Runs a command; (output, peak RSS MiB from VmHWM, CPU s, wall s) of that process alone."""
-    t = time.perf_counter()
-    p = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    peak = [0]
-
-    def watch():
-        while p.returncode is None:
-            try:
-                with open(f"/proc/{p.pid}/status") as f:
-                    peak[0] = max([peak[0]] + [int(x.split()[1]) for x in f if x.startswith("VmHWM:")])
-            except OSError:
-                return
-            time.sleep(0.02)
-
-    th = threading.Thread(target=watch, daemon=True)
-    th.start()
-    out = p.stdout.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    th.join()
-    if p.returncode != 0:
-        missing(f"{' '.join(map(str, args[:3]))} …: exit {p.returncode}\n{out[-2000:]}")
-    return out, peak[0] / 1024, ru.ru_utime + ru.ru_stime, time.perf_counter() - t
+from _common import DEFAULT_CLI, executable, measured, missing, run
 
 
 def post(url, body):
@@ -116,8 +81,10 @@ def main():
             out = os.path.join(work, f"{name}{depth}.st")
             if os.path.exists(out):
                 os.remove(out)
-            outs[name] = measured(cli, "record", "--server", a.url, *flags, "--phase", "both", "--top-logprobs", a.k,
-                                  "--concurrency", 1, "--max-response-mb", 1024, "-o", out)
+            rc, *outs[name] = measured(cli, "record", "--server", a.url, *flags, "--phase", "both", "--top-logprobs",
+                                       a.k, "--concurrency", 1, "--max-response-mb", 1024, "-o", out)
+            if rc != 0:
+                missing(f"record --server ({name}) at depth {depth}: exit {rc}\n{outs[name][0][-2000:]}")
         log, rss, cpu, wall = outs["candidate"]
         m = re.search(r"cached prompt tokens (\d+) of (\d+)", log)
         cached = f"{int(m[1]) / int(m[2]):.0%}" if m else "not reported"
