@@ -204,7 +204,7 @@ std::vector<PrefillWindow> prefill_windows(const RecordServerOptions& o, const S
   if (!wants_prefill(o.phase, p)) return {};
   if (o.api != "sglang") return {{1, p.depth()}};
   const std::int64_t last = o.phase == "prefill" ? p.depth() : p.n_prefill;
-  const std::int64_t w = sglang_prefill_window(o) > 0 ? sglang_prefill_window(o) : last;
+  const std::int64_t w = sglang_prefill_window(o) ? sglang_prefill_window(o) : last;  // 0: one window
   std::vector<PrefillWindow> out;
   for (std::int64_t a = 1; a <= last; a += w) out.push_back({a, std::min(last, a + w - 1)});
   return out;
