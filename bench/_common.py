@@ -7,6 +7,9 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CLI = os.environ.get("KC_BIN") or os.path.join(ROOT, "build", "src", "kerncheck")
+# SmolLM2 as scripts/fetch_smollm2.sh caches it ($KC_SMOLLM2_GGUF overrides).
+DEFAULT_GGUF = os.environ.get("KC_SMOLLM2_GGUF") or os.path.join(
+    os.environ.get("KC_CACHE", os.path.expanduser("~/.cache/kerncheck")), "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 def missing(msg):
@@ -71,3 +74,21 @@ def measured(*args):
     p.returncode = os.waitstatus_to_exitcode(status)
     th.join()
     return p.returncode, out, peak[0] / 1024, ru.ru_utime + ru.ru_stime, time.perf_counter() - t
+
+
+def gguf(path):
+    """path if the SmolLM2 GGUF is there, else exit naming how to get it."""
+    if not os.path.isfile(path):
+        missing(f"the SmolLM2 GGUF is not at {path}: scripts/fetch_smollm2.sh fetches it, or pass --model")
+    return path
+
+
+def one_segment_golden(cli, model, depth, decode_last, k, work):
+    """A corpus of one segment of `depth` (its last `decode_last` positions decode steps) and its f32 golden
+    from kerncheck's engine, in work/ (reused when there): (corpus, golden)."""
+    corpus, golden = os.path.join(work, f"c{depth}.kcorpus"), os.path.join(work, f"g{depth}.kcg")
+    if not os.path.exists(golden):
+        run(cli, "corpus", "build", "--tokenizer", model, "--depths", depth, "--segments-per-depth", 1,
+            "--decode-last", decode_last, "-o", corpus)
+        run(cli, "record", "--model", model, "--corpus", corpus, "-k", k, "-o", golden)
+    return corpus, golden

@@ -17,7 +17,7 @@ Usage: bench/engine_bench.py [--build BUILD | --bench-binary build/bench/kc_engi
 """
 import argparse, json, os, subprocess, sys, time
 
-from _common import executable, missing, need
+from _common import DEFAULT_GGUF, executable, missing, need
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -58,7 +58,7 @@ def transformers_run(model_path, threads, n_prefill, n_decode, vocab):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.environ.get("KC_BUILD_DIR", os.path.join(ROOT, "build")))
-    ap.add_argument("--model", default=os.environ.get("KC_SMOLLM2_GGUF", os.path.join(os.environ.get("KC_CACHE", os.path.expanduser("~/.cache/kerncheck")), "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")))
+    ap.add_argument("--model", default=DEFAULT_GGUF)
     ap.add_argument("--bench-binary", help="our side (default BUILD/bench/kc_engine_bench)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--prefill", type=int, default=512)

@@ -24,7 +24,7 @@ import shlex
 import tempfile
 import time
 
-from _common import DEFAULT_CLI, ROOT, executable, missing, run
+from _common import DEFAULT_CLI, DEFAULT_GGUF, ROOT, executable, gguf, run
 
 
 def bench_json(exe, *args):
@@ -41,16 +41,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kerncheck", default=DEFAULT_CLI)
     ap.add_argument("--bench-binary", default=os.path.join(ROOT, "build", "bench", "kc_engine_bench"))
-    ap.add_argument("--model", default=os.environ.get("KC_SMOLLM2_GGUF", os.path.join(
-        os.environ.get("KC_CACHE", os.path.expanduser("~/.cache/kerncheck")), "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")))
+    ap.add_argument("--model", default=DEFAULT_GGUF)
     ap.add_argument("--corpus-args", default="--preset quick", help="kerncheck corpus build arguments")
     ap.add_argument("--variant", default="bf16", help="the candidate's variant")
     ap.add_argument("--work", help="folder for the files (default: a temporary one)")
     a = ap.parse_args()
     cli = executable(a.kerncheck, "--kerncheck", "the kerncheck CLI")
     eb = executable(a.bench_binary, "--bench-binary", "kc_engine_bench (a KC_BUILD_BENCH=ON build)")
-    if not os.path.isfile(a.model):
-        missing(f"model {a.model} not found: scripts/fetch_smollm2.sh fetches SmolLM2, or pass --model GGUF")
+    gguf(a.model)
     work = a.work or tempfile.mkdtemp(prefix="kc-record-bench-")
     os.makedirs(work, exist_ok=True)
     print(f"threads {os.environ.get('KC_THREADS') or os.cpu_count()}, load average {os.getloadavg()[0]:.1f} "

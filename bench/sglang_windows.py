@@ -21,7 +21,7 @@ import os
 import sys
 import tempfile
 
-from _common import DEFAULT_CLI, ROOT, executable, measured, missing, need, run
+from _common import DEFAULT_CLI, DEFAULT_GGUF, ROOT, executable, gguf, measured, missing, need, one_segment_golden
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "py"))
 
@@ -30,8 +30,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kerncheck", default=DEFAULT_CLI)
     ap.add_argument("--logits-tool", default=os.path.join(ROOT, "build", "tests", "kc_llama_logits"))
-    ap.add_argument("--model", default=os.environ.get("KC_SMOLLM2_GGUF", os.path.join(
-        os.environ.get("KC_CACHE", os.path.expanduser("~/.cache/kerncheck")), "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")))
+    ap.add_argument("--model", default=DEFAULT_GGUF)
     ap.add_argument("--depths", default="512,2048")
     ap.add_argument("--windows", default="64", help="the --prefill-window values measured against W = 0")
     ap.add_argument("-k", type=int, default=20, help="the golden's top-k (and K' asked of the server)")
@@ -40,8 +39,7 @@ def main():
     a = ap.parse_args()
     cli = executable(a.kerncheck, "--kerncheck", "the kerncheck CLI")
     tool = executable(a.logits_tool, "--logits-tool", "kc_llama_logits (a KC_BUILD_TESTS=ON build)")
-    if not os.path.isfile(a.model):
-        missing(f"the SmolLM2 GGUF is not at {a.model}: scripts/fetch_smollm2.sh fetches it, or pass --model")
+    gguf(a.model)
     np, st = need("numpy", "safetensors.numpy")
     from sglang_server import SglangServer
 
@@ -52,11 +50,7 @@ def main():
     print(f"{'depth':>6} {'W':>5} {'requests':>8} {'ids/request':>11} {'largest response':>17} "
           f"{'all responses':>14} {'client RSS':>10} {'client CPU':>10} {'wall':>7}")
     for depth in [int(d) for d in a.depths.split(",")]:
-        corpus, golden = os.path.join(work, f"c{depth}.kcorpus"), os.path.join(work, f"g{depth}.kcg")
-        if not os.path.exists(golden):
-            run(cli, "corpus", "build", "--tokenizer", a.model, "--depths", depth, "--segments-per-depth", 1,
-                "--decode-last", 0, "-o", corpus)
-            run(cli, "record", "--model", a.model, "--corpus", corpus, "-k", a.k, "-o", golden)
+        _, golden = one_segment_golden(cli, a.model, depth, 0, a.k, work)
         g = st.load_file(golden)
         ids = len(set(g["top_ids"].ravel().tolist()) | set(g["token"].tolist()))
         rows = {}

@@ -22,7 +22,7 @@ import tempfile
 import time
 import urllib.request
 
-from _common import DEFAULT_CLI, executable, measured, missing, run
+from _common import DEFAULT_CLI, DEFAULT_GGUF, executable, gguf, measured, missing, one_segment_golden, run
 
 
 def post(url, body):
@@ -38,36 +38,30 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--url", required=True, help="a running vLLM (OpenAI API), e.g. http://127.0.0.1:8321")
     ap.add_argument("--kerncheck", default=DEFAULT_CLI)
-    ap.add_argument("--model", default=os.environ.get("KC_SMOLLM2_GGUF", os.path.join(
-        os.environ.get("KC_CACHE", os.path.expanduser("~/.cache/kerncheck")), "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")))
+    ap.add_argument("--model", default=DEFAULT_GGUF)
     ap.add_argument("--depths", default="512,2048,8190")
     ap.add_argument("--decode-last", type=int, default=16)
     ap.add_argument("-k", type=int, default=20, help="the golden's top-k and K' (prompt_logprobs, logprobs)")
     ap.add_argument("--work", help="folder for the files (default: a temporary one)")
     a = ap.parse_args()
     cli = executable(a.kerncheck, "--kerncheck", "the kerncheck CLI")
-    if not os.path.isfile(a.model):
-        missing(f"the SmolLM2 GGUF is not at {a.model}: scripts/fetch_smollm2.sh fetches it, or pass --model")
+    gguf(a.model)
     with urllib.request.urlopen(a.url + "/v1/models", timeout=30) as r:
         served = json.loads(r.read())["data"][0]["id"]
-    post(a.url + "/v1/completions", {"model": served, "prompt": [1, 2, 3], "max_tokens": 1,  # warm-up
-                                     "prompt_logprobs": a.k})
     work = a.work or tempfile.mkdtemp(prefix="kc-vllm-deep-")
     os.makedirs(work, exist_ok=True)
     print(f"vLLM at {a.url} ({served}); one segment per depth, the last {a.decode_last} positions decode steps, "
           f"K' = {a.k}, one request at a time")
     for depth in [int(d) for d in a.depths.split(",")]:
-        corpus, golden = os.path.join(work, f"c{depth}.kcorpus"), os.path.join(work, f"g{depth}.kcg")
-        if not os.path.exists(golden):
-            run(cli, "corpus", "build", "--tokenizer", a.model, "--depths", depth, "--segments-per-depth", 1,
-                "--decode-last", a.decode_last, "-o", corpus)
-            run(cli, "record", "--model", a.model, "--corpus", corpus, "-k", a.k, "-o", golden)
+        corpus, golden = one_segment_golden(cli, a.model, depth, a.decode_last, a.k, work)
         tokens = json.loads(run(cli, "corpus", "prompts", golden, "--jsonl").splitlines()[0])["prompt_token_ids"]
         n_prefill = len(tokens) - 1 - a.decode_last
         # The anchor: the same requests by urllib, one after another.
         url = a.url + "/v1/completions"
-        t_pre, b_pre = post(url, {"model": served, "prompt": tokens, "max_tokens": 1, "temperature": 0,
-                                  "prompt_logprobs": a.k, "return_token_ids": True})
+        prefill = {"model": served, "prompt": tokens, "max_tokens": 1, "temperature": 0, "prompt_logprobs": a.k,
+                   "return_token_ids": True}
+        post(url, prefill)  # warm-up at this shape: a fresh server's first long prompt is slower
+        t_pre, b_pre = post(url, prefill)
         t_dec, b_dec = 0.0, 0
         for d in range(n_prefill + 1, len(tokens)):
             t, b = post(url, {"model": served, "prompt": tokens[:d], "max_tokens": 1, "temperature": 0,
