@@ -482,6 +482,8 @@ PLAN_CASES = [
     ("port", GOOD.replace("port = 0", "port = 70000"), "engine.port: expected a whole number in [0, 65535], got 70000"),
     ("window for vllm", GOOD.replace("port = 0", "port = 0\nprefill_window = 8"),
      'engine.prefill_window: expected only with api = "sglang", got a window for "vllm"'),
+    ("window range", GOOD.replace('api = "vllm"', 'api = "sglang"\nprefill_window = -1'),
+     "engine.prefill_window: expected a whole number in [0, 1048576], got -1"),
     ("timeout type", GOOD.replace("startup_timeout = 60", 'startup_timeout = "60"'),
      "engine.startup_timeout: expected a number in [1, 86400], got a string"),
     ("placeholder", GOOD.replace('"{port}"', '"{prot}"'), 'engine.command[3]: expected a known placeholder',
